@@ -1,0 +1,74 @@
+/* common.c: status names, logging and the clock. */
+#include "common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static int log_rank = -1;
+static bt_log_level_t log_level = BT_LOG_INFO;
+static int capturing;
+static char captured[4096];
+static size_t captured_len;
+
+const char *bt_status_str(bt_status_t st)
+{
+    switch (st) {
+    case BT_OK: return "ok";
+    case BT_ERR_ARG: return "bad argument";
+    case BT_ERR_IO: return "I/O error";
+    case BT_ERR_FORMAT: return "malformed file";
+    case BT_ERR_UNSUPPORTED: return "unsupported";
+    case BT_ERR_NOMEM: return "out of memory";
+    case BT_ERR_MPI: return "MPI error";
+    }
+    return "unknown status";
+}
+
+void bt_log_set_rank(int rank) { log_rank = rank; }
+void bt_log_set_level(bt_log_level_t level) { log_level = level; }
+bt_log_level_t bt_log_get_level(void) { return log_level; }
+
+void bt_log(bt_log_level_t level, const char *fmt, ...)
+{
+    if (level > log_level)
+        return;
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char line[1100];
+    if (log_rank >= 0)
+        snprintf(line, sizeof line, "[rank %d] %s: %s\n", log_rank, names[level], msg);
+    else
+        snprintf(line, sizeof line, "%s: %s\n", names[level], msg);
+    if (capturing && level <= BT_LOG_WARN) {
+        size_t n = strlen(line);
+        if (captured_len + n < sizeof captured) {
+            memcpy(captured + captured_len, line, n + 1);
+            captured_len += n;
+        }
+        return;
+    }
+    fputs(line, stderr);
+}
+
+void bt_log_capture(int on) { capturing = on; }
+
+void bt_log_flush_captured(int print)
+{
+    if (print && captured_len > 0)
+        fputs(captured, stderr);
+    captured_len = 0;
+    captured[0] = '\0';
+}
+
+double bt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

@@ -1,0 +1,92 @@
+/*
+ * kernels.h: the math of a llama layer, behind one ops table.
+ *
+ * Kernels know nothing of files, models, MPI or stages. Each op exists
+ * twice: a plain scalar reference (bt_ops_ref) and a fast path (bt_ops_cpu:
+ * SIMD + OpenMP). Tests compare the two; `--ref-kernels` selects the
+ * reference at run time. Callers hold a const bt_ops_t * and never call a
+ * backend directly, so a CUDA table can slot in later.
+ *
+ * Determinism (DESIGN.md invariant 1): every output element is reduced in an
+ * order fixed by the element alone -- never by how many tokens are in the
+ * batch, which tile computed it, or how many threads ran. Running a prompt
+ * as one batch or as micro-batches gives bitwise equal results.
+ *
+ * Conventions: activations are f32, row-major, one row per token. Kernels
+ * write their output first, take inputs as const restrict, allocate
+ * nothing, print nothing. Work buffers come from a bt_scratch_t sized with
+ * bt_scratch_floats() and allocated once by the caller.
+ */
+#ifndef BT_KERNELS_H
+#define BT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "types.h"
+
+/* A weight matrix W[n_out][n_in] of any supported type; y = W x. Rows are
+ * row_bytes apart (ne0 = n_in is contiguous, as in GGUF). */
+typedef struct bt_matrix {
+    const void *data;
+    uint32_t type;
+    int64_t n_in;
+    int64_t n_out;
+    uint64_t row_bytes;
+} bt_matrix_t;
+
+/* Per-thread work memory: thread i owns buf[i * per_thread, (i+1) * per_thread). */
+typedef struct bt_scratch {
+    float *buf;
+    size_t per_thread; /* floats */
+    int n_threads;
+} bt_scratch_t;
+
+/* Rows of W a thread dequantizes at once in the fast matmul. */
+#define BT_MATMUL_ROWS 16
+
+/* Floats per thread that the ops need for matrices up to max_n_in columns
+ * and attention over up to n_ctx positions. */
+size_t bt_scratch_floats(int64_t max_n_in, int64_t n_ctx);
+
+typedef struct bt_ops {
+    const char *name;
+
+    /* out[t][r] = sum_k W[r][k] * x[t][k] for t < n_tok, r < n_out.
+     * x: [n_tok, n_in], out: [n_tok, n_out]. */
+    void (*matmul)(float *restrict out, const bt_matrix_t *w, const float *restrict x, int n_tok,
+                   const bt_scratch_t *s);
+
+    /* Causal attention of n_tok queries at positions pos0.. over the cache
+     * rows 0 .. pos0 + n_tok - 1, which must already hold this batch's K, V.
+     * q, out: [n_tok, n_head * head_dim]; k, v: [n_ctx, n_head_kv * head_dim].
+     * Query head h reads kv head h / (n_head / n_head_kv). Scale
+     * 1/sqrt(head_dim), softmax in f32. */
+    void (*attention)(float *restrict out, const float *restrict q, const float *restrict k,
+                      const float *restrict v, int n_tok, int pos0, int n_head, int n_head_kv,
+                      int head_dim, const bt_scratch_t *s);
+} bt_ops_t;
+
+extern const bt_ops_t bt_ops_ref;
+extern const bt_ops_t bt_ops_cpu;
+
+/* ---- element-wise and per-row kernels (one implementation: each output
+ * element depends on its own row only, in a fixed order) ---- */
+
+/* out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, for n_rows rows of n. */
+void bt_rmsnorm_f32(float *restrict out, const float *restrict x, const float *restrict w,
+                    int n_rows, int n, float eps);
+
+/* Rotates, in place, adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims
+ * of each head by angle pos * base^(-2i/n_rot) (GGUF llama "normal" rope).
+ * x: [n_tok, n_head * head_dim], row t at position pos0 + t. */
+void bt_rope_norm_f32(float *restrict x, int n_tok, int pos0, int n_head, int head_dim, int n_rot,
+                      float freq_base);
+
+/* gate[i] = silu(gate[i]) * up[i] for n elements. */
+void bt_swiglu_f32(float *restrict gate, const float *restrict up, int64_t n);
+
+/* x[i] += y[i] for n elements. */
+void bt_add_f32(float *restrict x, const float *restrict y, int64_t n);
+
+#endif /* BT_KERNELS_H */

@@ -1,0 +1,73 @@
+/* ref.c: the scalar reference ops. Plain loops in the most obvious order,
+ * one thread; the fast paths are tested against these. */
+#include <math.h>
+
+#include "kernels.h"
+
+/* Dequantizes row r of w into buf (n_in floats). */
+static void dequant_row(float *restrict buf, const bt_matrix_t *w, int64_t r)
+{
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+    bt_type_info(w->type)->to_float(buf, row, w->n_in);
+}
+
+static void ref_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                       int n_tok, const bt_scratch_t *s)
+{
+    float *row = s->buf;
+    for (int64_t r = 0; r < w->n_out; r++) {
+        dequant_row(row, w, r);
+        for (int t = 0; t < n_tok; t++) {
+            const float *xt = x + (size_t)t * w->n_in;
+            float sum = 0.0f;
+            for (int64_t k = 0; k < w->n_in; k++)
+                sum += row[k] * xt[k];
+            out[(size_t)t * w->n_out + r] = sum;
+        }
+    }
+}
+
+static void ref_attention(float *restrict out, const float *restrict q, const float *restrict k,
+                          const float *restrict v, int n_tok, int pos0, int n_head, int n_head_kv,
+                          int head_dim, const bt_scratch_t *s)
+{
+    float *score = s->buf; /* [n_ctx] */
+    const int group = n_head / n_head_kv;
+    const int kv_dim = n_head_kv * head_dim;
+    const float scale = 1.0f / sqrtf((float)head_dim);
+    for (int t = 0; t < n_tok; t++) {
+        const int n_keys = pos0 + t + 1; /* causal: keys 0 .. pos0 + t */
+        for (int h = 0; h < n_head; h++) {
+            const float *qh = q + ((size_t)t * n_head + h) * head_dim;
+            const int kvh = h / group;
+            float max = -INFINITY;
+            for (int j = 0; j < n_keys; j++) {
+                const float *kj = k + (size_t)j * kv_dim + (size_t)kvh * head_dim;
+                float dot = 0.0f;
+                for (int d = 0; d < head_dim; d++)
+                    dot += qh[d] * kj[d];
+                score[j] = dot * scale;
+                max = fmaxf(max, score[j]);
+            }
+            double sum = 0.0;
+            for (int j = 0; j < n_keys; j++) {
+                score[j] = expf(score[j] - max);
+                sum += score[j];
+            }
+            float inv = (float)(1.0 / sum);
+            float *oh = out + ((size_t)t * n_head + h) * head_dim;
+            for (int d = 0; d < head_dim; d++) {
+                float acc = 0.0f;
+                for (int j = 0; j < n_keys; j++)
+                    acc += score[j] * v[(size_t)j * kv_dim + (size_t)kvh * head_dim + d];
+                oh[d] = acc * inv;
+            }
+        }
+    }
+}
+
+const bt_ops_t bt_ops_ref = {
+    .name = "ref",
+    .matmul = ref_matmul,
+    .attention = ref_attention,
+};

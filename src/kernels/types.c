@@ -1,0 +1,196 @@
+/* types.c: the type table and the exact row conversions of each type. */
+#include "types.h"
+
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- scalar conversions ---- */
+
+float bt_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) {                     /* inf / nan */
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {                 /* normal */
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    } else if (man == 0) {                 /* zero */
+        bits = sign;
+    } else {                               /* subnormal: man * 2^-24 */
+        float f = (float)man * 0x1p-24f;
+        memcpy(&bits, &f, 4);
+        bits |= sign;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t bt_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u)                 /* inf / nan (keep nan quiet) */
+        return sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0);
+    if (ax >= 0x477ff000u)                 /* rounds to >= 65520: inf */
+        return sign | 0x7c00u;
+    if (ax < 0x38800000u) {                /* below 2^-14: subnormal or zero */
+        float a;
+        memcpy(&a, &ax, 4);
+        /* a * 2^24 rounded to nearest even by the FPU's default mode */
+        return sign | (uint16_t)lrintf(a * 0x1p24f);
+    }
+    /* normal: round mantissa from 23 to 10 bits, nearest even */
+    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);
+    return sign | (uint16_t)((r - 0x38000000u) >> 13);
+}
+
+float bt_bf16_to_f32(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t bt_f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)   /* nan: keep it a quiet nan */
+        return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/* ---- rows ---- */
+
+static void f32_to_float(float *restrict out, const void *restrict in, int64_t n)
+{
+    memcpy(out, in, (size_t)n * sizeof(float));
+}
+
+static void f32_from_float(void *restrict out, const float *restrict in, int64_t n)
+{
+    memcpy(out, in, (size_t)n * sizeof(float));
+}
+
+static void f16_to_float(float *restrict out, const void *restrict in, int64_t n)
+{
+    const uint16_t *h = in;
+    for (int64_t i = 0; i < n; i++)
+        out[i] = bt_f16_to_f32(h[i]);
+}
+
+static void f16_from_float(void *restrict out, const float *restrict in, int64_t n)
+{
+    uint16_t *h = out;
+    for (int64_t i = 0; i < n; i++)
+        h[i] = bt_f32_to_f16(in[i]);
+}
+
+static void bf16_to_float(float *restrict out, const void *restrict in, int64_t n)
+{
+    const uint16_t *h = in;
+    for (int64_t i = 0; i < n; i++)
+        out[i] = bt_bf16_to_f32(h[i]);
+}
+
+static void bf16_from_float(void *restrict out, const float *restrict in, int64_t n)
+{
+    uint16_t *h = out;
+    for (int64_t i = 0; i < n; i++)
+        h[i] = bt_f32_to_bf16(in[i]);
+}
+
+static void q8_0_to_float(float *restrict out, const void *restrict in, int64_t n)
+{
+    const bt_block_q8_0_t *b = in;
+    for (int64_t i = 0; i < n / BT_QK8_0; i++) {
+        float d = bt_f16_to_f32(b[i].d);
+        for (int j = 0; j < BT_QK8_0; j++)
+            out[i * BT_QK8_0 + j] = d * (float)b[i].qs[j];
+    }
+}
+
+/* Scale so the largest magnitude maps to +-127; values round to nearest. */
+static void q8_0_from_float(void *restrict out, const float *restrict in, int64_t n)
+{
+    bt_block_q8_0_t *b = out;
+    for (int64_t i = 0; i < n / BT_QK8_0; i++) {
+        const float *x = in + i * BT_QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < BT_QK8_0; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = bt_f32_to_f16(d);
+        for (int j = 0; j < BT_QK8_0; j++)
+            b[i].qs[j] = (int8_t)lrintf(x[j] * id);
+    }
+}
+
+/* ---- the table ---- */
+
+#define KNOWN(id, nm, bs, bb) [id] = {nm, bs, bb, NULL, NULL}
+#define COMPUTE(id, nm, bs, bb, pfx) [id] = {nm, bs, bb, pfx##_to_float, pfx##_from_float}
+
+static const bt_type_info_t type_table[BT_TYPE_COUNT] = {
+    COMPUTE(BT_TYPE_F32, "f32", 1, 4, f32),
+    COMPUTE(BT_TYPE_F16, "f16", 1, 2, f16),
+    KNOWN(BT_TYPE_Q4_0, "q4_0", 32, 18),
+    KNOWN(BT_TYPE_Q4_1, "q4_1", 32, 20),
+    KNOWN(BT_TYPE_Q5_0, "q5_0", 32, 22),
+    KNOWN(BT_TYPE_Q5_1, "q5_1", 32, 24),
+    COMPUTE(BT_TYPE_Q8_0, "q8_0", BT_QK8_0, sizeof(bt_block_q8_0_t), q8_0),
+    KNOWN(BT_TYPE_Q8_1, "q8_1", 32, 36),
+    KNOWN(BT_TYPE_Q2_K, "q2_k", 256, 84),
+    KNOWN(BT_TYPE_Q3_K, "q3_k", 256, 110),
+    KNOWN(BT_TYPE_Q4_K, "q4_k", 256, 144),
+    KNOWN(BT_TYPE_Q5_K, "q5_k", 256, 176),
+    KNOWN(BT_TYPE_Q6_K, "q6_k", 256, 210),
+    KNOWN(BT_TYPE_Q8_K, "q8_k", 256, 292),
+    KNOWN(BT_TYPE_I8, "i8", 1, 1),
+    KNOWN(BT_TYPE_I16, "i16", 1, 2),
+    KNOWN(BT_TYPE_I32, "i32", 1, 4),
+    KNOWN(BT_TYPE_I64, "i64", 1, 8),
+    KNOWN(BT_TYPE_F64, "f64", 1, 8),
+    COMPUTE(BT_TYPE_BF16, "bf16", 1, 2, bf16),
+};
+
+const bt_type_info_t *bt_type_info(uint32_t type)
+{
+    if (type >= BT_TYPE_COUNT || type_table[type].name == NULL)
+        return NULL;
+    return &type_table[type];
+}
+
+bool bt_type_supported(uint32_t type)
+{
+    const bt_type_info_t *ti = bt_type_info(type);
+    return ti != NULL && ti->to_float != NULL && ti->from_float != NULL;
+}
+
+int bt_type_from_name(const char *name)
+{
+    for (int t = 0; t < BT_TYPE_COUNT; t++)
+        if (type_table[t].name != NULL && strcasecmp(type_table[t].name, name) == 0)
+            return t;
+    return -1;
+}
+
+int bt_type_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes)
+{
+    const bt_type_info_t *ti = bt_type_info(type);
+    if (ti == NULL || n % (uint64_t)ti->block_size != 0)
+        return -1;
+    uint64_t r;
+    if (__builtin_mul_overflow(n / (uint64_t)ti->block_size, (uint64_t)ti->block_bytes, &r))
+        return -1;
+    *bytes = r;
+    return 0;
+}

@@ -1,0 +1,1177 @@
+/*
+ * check_kernels.c: the kernels of src/kernels/.
+ *   types:       f16/bf16 conversions (all 65536 patterns; round to nearest
+ *                even against an independent oracle), Q8_0 error bounds, the
+ *                type table, row sizes
+ *   matmul:      bt_ops_cpu vs bt_ops_ref vs double for every supported type,
+ *                awkward shapes, 1-3 threads, padded rows
+ *   attention:   cpu vs ref vs softmax(q.k/sqrt(d)) v in double; GQA, odd
+ *                head_dim, pos0 > 0, causality, 1-3 threads
+ *   invariance:  one batch vs micro-batches vs thread counts -> bitwise equal
+ *   elementwise: rmsnorm, rope, swiglu, add against double formulas
+ *
+ * Tolerances are derived, not tuned: a float dot product of n terms in any
+ * order (FMA or not) is within gamma(n) * sum |w_k x_k| of the exact value,
+ * gamma(n) ~= n * 2^-24; two such results are within twice that of each
+ * other.
+ */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/types.h"
+
+#define U 0x1p-24 /* unit roundoff of f32 */
+
+/* ck_assert_msg that is silent when it holds: Check reports every passing
+ * assertion to the runner (_mark_point), one write per call, too slow for
+ * loops over every element. */
+#define CHECK_MSG(expr, ...)                                                                       \
+    do {                                                                                           \
+        if (!(expr))                                                                               \
+            ck_abort_msg(__VA_ARGS__);                                                             \
+    } while (0)
+
+/* ---- deterministic data: xorshift64* ---- */
+
+typedef struct rng {
+    uint64_t s;
+} rng_t;
+
+static rng_t rng_make(uint64_t seed)
+{
+    rng_t r = {seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull};
+    if (r.s == 0)
+        r.s = 1;
+    return r;
+}
+
+static uint64_t rng_next(rng_t *r)
+{
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return r->s * 0x2545f4914f6cdd1dull;
+}
+
+static uint32_t rng_u32(rng_t *r) { return (uint32_t)(rng_next(r) >> 32); }
+
+/* Uniform in [lo, hi). */
+static float rng_unif(rng_t *r, float lo, float hi)
+{
+    float u01 = (float)(rng_next(r) >> 40) * 0x1p-24f;
+    return lo + (hi - lo) * u01;
+}
+
+static void fill(float *x, size_t n, rng_t *r, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = rng_unif(r, lo, hi);
+}
+
+static float f32_from_bits(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* Scratch for n_threads threads, exactly as big as bt_scratch_floats says
+ * (so a sanitizer sees any overrun). */
+static bt_scratch_t scratch_make(int64_t max_n_in, int64_t n_ctx, int n_threads)
+{
+    bt_scratch_t s;
+    s.per_thread = bt_scratch_floats(max_n_in, n_ctx);
+    s.n_threads = n_threads;
+    s.buf = xmalloc(s.per_thread * (size_t)n_threads * sizeof(float));
+    return s;
+}
+
+/* ==== types ==== */
+
+/* Independent decoders (value of a positive-or-negative pattern, in double). */
+static double f16_value(uint16_t h)
+{
+    int sign = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v;
+    if (e == 0x1f)
+        v = m ? NAN : INFINITY;
+    else if (e == 0)
+        v = ldexp((double)m, -24);
+    else
+        v = ldexp((double)(1024 + m), e - 25);
+    return sign ? -v : v;
+}
+
+static double bf16_value(uint16_t h)
+{
+    int sign = h >> 15, e = (h >> 7) & 0xff, m = h & 0x7f;
+    double v;
+    if (e == 0xff)
+        v = m ? NAN : INFINITY;
+    else if (e == 0)
+        v = ldexp((double)m, -133);
+    else
+        v = ldexp((double)(128 + m), e - 134);
+    return sign ? -v : v;
+}
+
+/* Round-to-nearest-even oracle for a 16-bit format whose positive finite
+ * patterns 0 .. max_finite increase with their value and whose pattern
+ * max_finite + 1 is +inf: binary search the largest pattern not above |x|,
+ * then compare |x| with the exact midpoint to the next pattern (the one
+ * past max_finite counts as `next_inf`, 2^(emax+1), as IEEE rounding
+ * wants). */
+static uint16_t rne_oracle(float x, double (*value)(uint16_t), uint16_t max_finite, double next_inf)
+{
+    uint16_t sign = signbit(x) ? 0x8000 : 0;
+    double a = fabs((double)x);
+    uint16_t lo = 0, hi = max_finite;
+    while (lo < hi) { /* largest h with value(h) <= a */
+        uint16_t mid = (uint16_t)(lo + (hi - lo + 1) / 2);
+        if (value(mid) <= a)
+            lo = mid;
+        else
+            hi = (uint16_t)(mid - 1);
+    }
+    double below = value(lo);
+    double above = lo == max_finite ? next_inf : value((uint16_t)(lo + 1));
+    double half = (below + above) / 2; /* exact in double for both formats */
+    uint16_t h;
+    if (a < half)
+        h = lo;
+    else if (a > half)
+        h = (uint16_t)(lo + 1);
+    else
+        h = (lo & 1) ? (uint16_t)(lo + 1) : lo;
+    return sign | h;
+}
+
+static uint16_t f16_oracle(float x) { return rne_oracle(x, f16_value, 0x7bff, 65536.0); }
+static uint16_t bf16_oracle(float x) { return rne_oracle(x, bf16_value, 0x7f7f, 0x1p128); }
+
+static int f16_is_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; }
+static int bf16_is_nan(uint16_t h) { return (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0; }
+
+START_TEST(test_f16_all_patterns)
+{
+    int n_nan = 0;
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i;
+        float f = bt_f16_to_f32(h);
+        uint16_t back = bt_f32_to_f16(f);
+        if (f16_is_nan(h)) {
+            n_nan++;
+            CHECK_MSG(isnan(f), "f16 0x%04x: nan decoded as %g", h, (double)f);
+            CHECK_MSG(f16_is_nan(back), "f16 0x%04x: nan re-encoded as 0x%04x", h, back);
+            continue;
+        }
+        double v = f16_value(h);
+        CHECK_MSG((double)f == v && !signbit(f) == !signbit(v), "f16 0x%04x decodes to %a, want %a",
+                  h, (double)f, v);
+        CHECK_MSG(back == h, "f16 0x%04x -> %a -> 0x%04x", h, (double)f, back);
+    }
+    ck_assert_int_eq(n_nan, 2 * 1023);
+}
+END_TEST
+
+START_TEST(test_f16_rounding_cases)
+{
+    static const struct {
+        float x;
+        uint16_t h;
+    } cases[] = {
+        {1.0f, 0x3c00},
+        {1.0f + 0x1p-11f, 0x3c00},            /* tie -> even (down) */
+        {1.0f + 3 * 0x1p-11f, 0x3c02},        /* tie -> even (up) */
+        {1.0f + 0x1p-11f + 0x1p-20f, 0x3c01}, /* just above the tie */
+        {1.0f + 0x1p-11f - 0x1p-23f, 0x3c00}, /* just below the tie */
+        {2.0f - 0x1p-11f, 0x4000},            /* tie 0x3fff/0x4000: carries into the exponent */
+        {-2.0f, 0xc000},
+        {0.1f, 0x2e66},
+        {1.0f / 3.0f, 0x3555},
+        {65504.0f, 0x7bff},        /* max finite */
+        {65519.99609375f, 0x7bff}, /* nextafterf(65520, 0) */
+        {65520.0f, 0x7c00},        /* tie with 2^16 -> inf */
+        {-65520.0f, 0xfc00},
+        {1e10f, 0x7c00},
+        {FLT_MAX, 0x7c00},
+        {INFINITY, 0x7c00},
+        {-INFINITY, 0xfc00},
+        {0.0f, 0x0000},
+        {-0.0f, 0x8000},
+        {0x1p-14f, 0x0400},                /* min normal */
+        {0x1p-14f - 0x1p-25f, 0x0400},     /* tie 0x3ff/0x400 -> even */
+        {0x1p-14f - 3 * 0x1p-25f, 0x03fe}, /* tie 0x3fe/0x3ff -> even */
+        {0x1p-24f, 0x0001},                /* min subnormal */
+        {0x1p-25f, 0x0000},                /* tie 0/1 -> even (zero) */
+        {-0x1p-25f, 0x8000},
+        {0x1p-25f + 0x1p-40f, 0x0001},
+        {3 * 0x1p-26f, 0x0001}, /* 0.75 ulp -> 1 */
+        {3 * 0x1p-25f, 0x0002}, /* 1.5 ulp tie -> 2 */
+        {5 * 0x1p-25f, 0x0002}, /* 2.5 ulp tie -> 2 */
+        {0x1p-30f, 0x0000},
+        {FLT_MIN, 0x0000},
+        {1e-45f, 0x0000}, /* f32 subnormal */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t h = bt_f32_to_f16(cases[i].x);
+        CHECK_MSG(h == cases[i].h, "f32 %a -> f16 0x%04x, want 0x%04x", (double)cases[i].x, h,
+                  cases[i].h);
+        CHECK_MSG(f16_oracle(cases[i].x) == cases[i].h, "oracle disagrees on %a",
+                  (double)cases[i].x);
+    }
+    ck_assert(f16_is_nan(bt_f32_to_f16(NAN)));
+    ck_assert(f16_is_nan(bt_f32_to_f16(-NAN)));
+    ck_assert(f16_is_nan(bt_f32_to_f16(f32_from_bits(0x7f800001u)))); /* signalling */
+}
+END_TEST
+
+/* Every f16 midpoint (and its f32 neighbours), then random f32 patterns,
+ * against the oracle. */
+START_TEST(test_f16_rounding_oracle)
+{
+    for (uint32_t h = 0; h <= 0x7bff; h++) {
+        double above = h == 0x7bff ? 65536.0 : f16_value((uint16_t)(h + 1));
+        float mid = (float)((f16_value((uint16_t)h) + above) / 2); /* exact */
+        float xs[3] = {mid, nextafterf(mid, 0.0f), nextafterf(mid, INFINITY)};
+        for (int i = 0; i < 3; i++)
+            for (int sgn = 0; sgn < 2; sgn++) {
+                float x = sgn ? -xs[i] : xs[i];
+                uint16_t got = bt_f32_to_f16(x), want = f16_oracle(x);
+                CHECK_MSG(got == want, "f32 %a -> f16 0x%04x, want 0x%04x", (double)x, got, want);
+            }
+    }
+    rng_t r = rng_make(1);
+    for (int i = 0; i < 200000; i++) {
+        uint32_t b = rng_u32(&r);
+        if (i & 1) /* half of them in and around the f16 range */
+            b = (b & 0x807fffffu) | ((uint32_t)(100 + rng_u32(&r) % 50) << 23);
+        float x = f32_from_bits(b);
+        if (isnan(x))
+            continue;
+        uint16_t got = bt_f32_to_f16(x), want = f16_oracle(x);
+        CHECK_MSG(got == want, "f32 %a -> f16 0x%04x, want 0x%04x", (double)x, got, want);
+    }
+}
+END_TEST
+
+START_TEST(test_bf16_all_patterns)
+{
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i;
+        float f = bt_bf16_to_f32(h);
+        uint16_t back = bt_f32_to_bf16(f);
+        if (bf16_is_nan(h)) {
+            CHECK_MSG(isnan(f), "bf16 0x%04x: nan decoded as %g", h, (double)f);
+            CHECK_MSG(bf16_is_nan(back), "bf16 0x%04x: nan re-encoded as 0x%04x", h, back);
+            continue;
+        }
+        double v = bf16_value(h);
+        CHECK_MSG((double)f == v && !signbit(f) == !signbit(v),
+                  "bf16 0x%04x decodes to %a, want %a", h, (double)f, v);
+        CHECK_MSG(back == h, "bf16 0x%04x -> %a -> 0x%04x", h, (double)f, back);
+    }
+}
+END_TEST
+
+START_TEST(test_bf16_rounding)
+{
+    static const struct {
+        float x;
+        uint16_t h;
+    } cases[] = {
+        {1.0f, 0x3f80},
+        {1.0f + 0x1p-8f, 0x3f80},     /* tie -> even (down) */
+        {1.0f + 3 * 0x1p-8f, 0x3f82}, /* tie -> even (up) */
+        {1.0f + 0x1p-8f + 0x1p-20f, 0x3f81},
+        {-1.0f - 0x1p-8f, 0xbf80},
+        {2.0f - 0x1p-8f, 0x4000}, /* tie 0x3fff/0x4000: carries into the exponent */
+        {FLT_MAX, 0x7f80},        /* above the midpoint to 2^128 */
+        {0x1.fep127f, 0x7f7f},    /* max finite bf16 */
+        {0x1.fdp127f, 0x7f7e},    /* tie 0x7f7e/0x7f7f -> even */
+        {INFINITY, 0x7f80},
+        {-INFINITY, 0xff80},
+        {0.0f, 0x0000},
+        {-0.0f, 0x8000},
+        {0x1p-149f, 0x0000},     /* f32 min subnormal: below half an ulp */
+        {0x1p-133f, 0x0001},     /* bf16 min subnormal */
+        {0x1p-134f, 0x0000},     /* tie 0/1 -> even */
+        {3 * 0x1p-134f, 0x0002}, /* tie 1/2 -> even */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t h = bt_f32_to_bf16(cases[i].x);
+        CHECK_MSG(h == cases[i].h, "f32 %a -> bf16 0x%04x, want 0x%04x", (double)cases[i].x, h,
+                  cases[i].h);
+        CHECK_MSG(bf16_oracle(cases[i].x) == cases[i].h, "oracle disagrees on %a",
+                  (double)cases[i].x);
+    }
+    ck_assert(bf16_is_nan(bt_f32_to_bf16(NAN)));
+    ck_assert(bf16_is_nan(bt_f32_to_bf16(-NAN)));
+    ck_assert(bf16_is_nan(bt_f32_to_bf16(f32_from_bits(0x7f800001u)))); /* low payload */
+    ck_assert(bf16_is_nan(bt_f32_to_bf16(f32_from_bits(0xffffffffu))));
+
+    /* every midpoint and its neighbours, then random patterns */
+    for (uint32_t h = 0; h <= 0x7f7f; h++) {
+        uint32_t mid = (h << 16) | 0x8000u;
+        uint32_t bs[3] = {mid, mid - 1, mid + 1};
+        for (int i = 0; i < 3; i++)
+            for (int sgn = 0; sgn < 2; sgn++) {
+                float x = f32_from_bits(bs[i] | (sgn ? 0x80000000u : 0));
+                uint16_t got = bt_f32_to_bf16(x), want = bf16_oracle(x);
+                CHECK_MSG(got == want, "f32 %a -> bf16 0x%04x, want 0x%04x", (double)x, got, want);
+            }
+    }
+    rng_t r = rng_make(2);
+    for (int i = 0; i < 100000; i++) {
+        float x = f32_from_bits(rng_u32(&r));
+        if (isnan(x))
+            continue;
+        uint16_t got = bt_f32_to_bf16(x), want = bf16_oracle(x);
+        CHECK_MSG(got == want, "f32 %a -> bf16 0x%04x, want 0x%04x", (double)x, got, want);
+    }
+}
+END_TEST
+
+/* Q8_0: with d = amax/127 (f32) and q = round(x/d), |x - d q| <= d/2 (plus
+ * a few ulp of x/d: <= 2e-5 d). The stored scale d16 = f16(d) is off by at
+ * most d*2^-11 (d a normal f16) or 2^-25 (d subnormal), so
+ *   |x - d16 q| <= 0.50002 d + |q| |d - d16|,  |q| <= |x|/d + 0.50002
+ * giving <= 0.5003 d + |x| 2^-11 (normal d) and <= 0.5001 d + 127 * 2^-25
+ * (subnormal d: the scale keeps little precision, as in GGUF). */
+static void q8_0_check_row(const float *x, int64_t n)
+{
+    const bt_type_info_t *ti = bt_type_info(BT_TYPE_Q8_0);
+    bt_block_q8_0_t *b = xmalloc((size_t)(n / BT_QK8_0) * sizeof *b);
+    float *y = xmalloc((size_t)n * sizeof(float));
+    ti->from_float(b, x, n);
+    ti->to_float(y, b, n);
+    for (int64_t i = 0; i < n / BT_QK8_0; i++) {
+        const float *xb = x + i * BT_QK8_0;
+        double amax = 0;
+        for (int j = 0; j < BT_QK8_0; j++)
+            amax = fmax(amax, fabs((double)xb[j]));
+        const double d = amax / 127;
+        const int normal = d >= 0x1p-14; /* d a normal f16 */
+        const double d16 = bt_f16_to_f32(b[i].d);
+        if (normal) /* the stored scale is d rounded to f16 */
+            CHECK_MSG(fabs(d16 - d) <= d * 0x1p-11 * 1.0001, "block %lld: scale %g for %g",
+                      (long long)i, d16, d);
+        else
+            CHECK_MSG(fabs(d16 - d) <= 0x1p-25, "block %lld: scale %g for %g", (long long)i, d16,
+                      d);
+        for (int j = 0; j < BT_QK8_0; j++) {
+            double xv = xb[j], yv = y[i * BT_QK8_0 + j];
+            CHECK_MSG(yv == d16 * b[i].qs[j], "dequantization is not d * q");
+            CHECK_MSG(b[i].qs[j] >= -127 && b[i].qs[j] <= 127, "q = %d", b[i].qs[j]);
+            if (fabs(xv) == amax && amax > 0)
+                CHECK_MSG(abs(b[i].qs[j]) == 127, "amax %g maps to %d", amax, b[i].qs[j]);
+            double bound = normal ? 0.5003 * d + fabs(xv) * 0x1p-11 : 0.5001 * d + 127 * 0x1p-25;
+            CHECK_MSG(fabs(xv - yv) <= bound,
+                      "block %lld [%d]: x %.9g -> %.9g (err %.3g > %.3g, amax %g)", (long long)i, j,
+                      xv, yv, fabs(xv - yv), bound, amax);
+        }
+    }
+    free(y);
+    free(b);
+}
+
+START_TEST(test_q8_0_error_bound)
+{
+    rng_t r = rng_make(3);
+    enum { NB = 64, N = NB * BT_QK8_0 };
+    float *x = xmalloc(N * sizeof(float));
+    /* scales that keep d = amax/127 a normal f16 (6.1e-5 .. 65504) */
+    static const float mags[] = {0.01f, 0.1f, 1.0f, 7.5f, 1000.0f, 8e6f};
+    for (size_t m = 0; m < sizeof mags / sizeof mags[0]; m++) {
+        for (int i = 0; i < N; i++)
+            x[i] = rng_unif(&r, -mags[m], mags[m]);
+        for (int i = 0; i < NB; i++) /* some blocks with an exact +-amax, some positive-only */
+            if (i % 3 == 0)
+                x[i * BT_QK8_0 + i % BT_QK8_0] = (i & 1) ? -mags[m] : mags[m];
+            else if (i % 3 == 1)
+                for (int j = 0; j < BT_QK8_0; j++)
+                    x[i * BT_QK8_0 + j] = fabsf(x[i * BT_QK8_0 + j]);
+        q8_0_check_row(x, N);
+    }
+    /* blocks of very different magnitudes in one row */
+    for (int i = 0; i < NB; i++) {
+        float m = powf(10.0f, (float)(i % 7) - 2.0f);
+        for (int j = 0; j < BT_QK8_0; j++)
+            x[i * BT_QK8_0 + j] = rng_unif(&r, -m, m);
+    }
+    q8_0_check_row(x, N);
+    /* subnormal f16 scales lose precision (as in GGUF); still bounded */
+    static const float tiny[] = {7e-3f, 1e-4f, 1e-6f, 1e-9f, 1e-30f};
+    for (size_t m = 0; m < sizeof tiny / sizeof tiny[0]; m++) {
+        for (int i = 0; i < N; i++)
+            x[i] = rng_unif(&r, -tiny[m], tiny[m]);
+        q8_0_check_row(x, N);
+    }
+    free(x);
+}
+END_TEST
+
+START_TEST(test_q8_0_exact_and_zero)
+{
+    const bt_type_info_t *ti = bt_type_info(BT_TYPE_Q8_0);
+    enum { N = 4 * BT_QK8_0 };
+    float x[N], y[N];
+    bt_block_q8_0_t b[N / BT_QK8_0];
+    /* multiples of 1/8 with amax 127/8: d = 1/8 exactly, round trip exact */
+    for (int i = 0; i < N; i++)
+        x[i] = (float)((i * 37) % 255 - 127) / 8.0f;
+    x[5] = 127.0f / 8.0f;
+    x[BT_QK8_0 + 5] = -127.0f / 8.0f;
+    x[2 * BT_QK8_0 + 5] = 127.0f / 8.0f;
+    x[3 * BT_QK8_0 + 5] = -127.0f / 8.0f;
+    ti->from_float(b, x, N);
+    ti->to_float(y, b, N);
+    for (int i = 0; i < N / BT_QK8_0; i++)
+        ck_assert_uint_eq(b[i].d, 0x3000); /* f16 0.125 */
+    for (int i = 0; i < N; i++)
+        CHECK_MSG(y[i] == x[i], "[%d] %g -> %g", i, (double)x[i], (double)y[i]);
+
+    /* all-zero block (between non-zero ones): scale 0, exact zeros, no nan */
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(i % 5) - 2.0f;
+    for (int j = 0; j < BT_QK8_0; j++)
+        x[BT_QK8_0 + j] = 0.0f;
+    x[3 * BT_QK8_0 + 1] = -0.0f;
+    ti->from_float(b, x, N);
+    memset(y, 0xff, sizeof y); /* nan */
+    ti->to_float(y, b, N);
+    ck_assert_uint_eq(b[1].d & 0x7fff, 0);
+    for (int j = 0; j < BT_QK8_0; j++) {
+        ck_assert_int_eq(b[1].qs[j], 0);
+        CHECK_MSG(y[BT_QK8_0 + j] == 0.0f, "zero block [%d] -> %g", j, (double)y[BT_QK8_0 + j]);
+    }
+    for (int i = 0; i < N; i++)
+        CHECK_MSG(!isnan(y[i]), "[%d] nan", i);
+}
+END_TEST
+
+START_TEST(test_type_table)
+{
+    static const struct {
+        uint32_t t;
+        const char *name;
+        int64_t bs;
+        size_t bb;
+        bool supported;
+    } cases[] = {
+        {BT_TYPE_F32, "f32", 1, 4, true},   {BT_TYPE_F16, "f16", 1, 2, true},
+        {BT_TYPE_BF16, "bf16", 1, 2, true}, {BT_TYPE_Q8_0, "q8_0", 32, 34, true},
+        {BT_TYPE_I32, "i32", 1, 4, false},  {BT_TYPE_F64, "f64", 1, 8, false},
+    };
+    ck_assert_uint_eq(sizeof(bt_block_q8_0_t), 34);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bt_type_info_t *ti = bt_type_info(cases[i].t);
+        ck_assert_ptr_nonnull(ti);
+        ck_assert_str_eq(ti->name, cases[i].name);
+        ck_assert_int_eq(ti->block_size, cases[i].bs);
+        ck_assert_uint_eq(ti->block_bytes, cases[i].bb);
+        ck_assert_int_eq(bt_type_supported(cases[i].t), cases[i].supported);
+        ck_assert_int_eq(ti->to_float != NULL && ti->from_float != NULL, cases[i].supported);
+        ck_assert_int_eq(bt_type_from_name(cases[i].name), (int)cases[i].t);
+    }
+    /* unknown ids */
+    static const uint32_t unknown[] = {4, 5, 16, 23, 29, 31, BT_TYPE_COUNT, 1000, UINT32_MAX};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        ck_assert_ptr_null(bt_type_info(unknown[i]));
+        ck_assert(!bt_type_supported(unknown[i]));
+    }
+    /* every known name maps back to its id */
+    int n_known = 0;
+    for (uint32_t t = 0; t < BT_TYPE_COUNT; t++) {
+        const bt_type_info_t *ti = bt_type_info(t);
+        if (ti == NULL)
+            continue;
+        n_known++;
+        ck_assert_int_eq(bt_type_from_name(ti->name), (int)t);
+        ck_assert_int_gt(ti->block_size, 0);
+        ck_assert_uint_gt(ti->block_bytes, 0);
+    }
+    ck_assert_int_ge(n_known, 20);
+    /* layouts of the k-quants (known to the file reader, no compute needed) */
+    static const struct {
+        uint32_t t;
+        const char *name;
+        size_t bb;
+    } kq[] = {{BT_TYPE_Q4_0, "q4_0", 18}, {BT_TYPE_Q4_K, "q4_k", 144}, {BT_TYPE_Q6_K, "q6_k", 210}};
+    for (size_t i = 0; i < sizeof kq / sizeof kq[0]; i++) {
+        const bt_type_info_t *ti = bt_type_info(kq[i].t);
+        ck_assert_ptr_nonnull(ti);
+        ck_assert_str_eq(ti->name, kq[i].name);
+        ck_assert_int_eq(ti->block_size, kq[i].t == BT_TYPE_Q4_0 ? 32 : 256);
+        ck_assert_uint_eq(ti->block_bytes, kq[i].bb);
+        ck_assert_int_eq(bt_type_from_name(kq[i].name), (int)kq[i].t);
+    }
+    ck_assert_int_eq(bt_type_from_name("Q8_0"), BT_TYPE_Q8_0);
+    ck_assert_int_eq(bt_type_from_name("BF16"), BT_TYPE_BF16);
+    ck_assert_int_eq(bt_type_from_name("Q4_K"), BT_TYPE_Q4_K);
+    ck_assert_int_eq(bt_type_from_name(""), -1);
+    ck_assert_int_eq(bt_type_from_name("q8"), -1);
+    ck_assert_int_eq(bt_type_from_name("q8_00"), -1);
+    ck_assert_int_eq(bt_type_from_name("float32"), -1);
+}
+END_TEST
+
+START_TEST(test_row_bytes)
+{
+    uint64_t b = 0;
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_F32, 7, &b), 0);
+    ck_assert_uint_eq(b, 28);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_F16, 7, &b), 0);
+    ck_assert_uint_eq(b, 14);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_BF16, 1, &b), 0);
+    ck_assert_uint_eq(b, 2);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_Q8_0, 96, &b), 0);
+    ck_assert_uint_eq(b, 3 * 34);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_Q4_K, 512, &b), 0);
+    ck_assert_uint_eq(b, 2 * 144);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_Q6_K, 256, &b), 0);
+    ck_assert_uint_eq(b, 210);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_F32, 0, &b), 0);
+    ck_assert_uint_eq(b, 0);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_Q8_0, 32ull << 58, &b), 0); /* 2^58 blocks fit */
+    ck_assert_uint_eq(b, 34ull << 58);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_F32, 1ull << 61, &b), 0);
+    ck_assert_uint_eq(b, 1ull << 63);
+    /* n not a multiple of the block */
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_Q8_0, 33, &b), -1);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_Q8_0, 31, &b), -1);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_Q4_K, 255, &b), -1);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_Q4_K, 32, &b), -1);
+    /* overflow */
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_F32, 1ull << 62, &b), -1);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_F32, UINT64_MAX, &b), -1);
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_F16, 1ull << 63, &b), -1);
+
+    ck_assert_int_eq(bt_type_row_bytes(BT_TYPE_Q8_0, UINT64_MAX - 31, &b), -1);
+    /* unknown type */
+    ck_assert_int_eq(bt_type_row_bytes(5, 32, &b), -1);
+    ck_assert_int_eq(bt_type_row_bytes(UINT32_MAX, 32, &b), -1);
+}
+END_TEST
+
+/* ==== matmul ==== */
+
+static const uint32_t mm_types[] = {BT_TYPE_F32, BT_TYPE_F16, BT_TYPE_BF16, BT_TYPE_Q8_0};
+
+/* A random weight matrix of `type` with rows `pad` bytes longer than
+ * needed; *wf receives the exact dequantized values (n_out x n_in). */
+typedef struct wmat {
+    bt_matrix_t m;
+    void *data;
+    float *wf;
+} wmat_t;
+
+static wmat_t wmat_make(uint32_t type, int64_t n_in, int64_t n_out, uint64_t pad, rng_t *r)
+{
+    const bt_type_info_t *ti = bt_type_info(type);
+    uint64_t rb;
+    ck_assert_int_eq(bt_type_row_bytes(type, (uint64_t)n_in, &rb), 0);
+    wmat_t w;
+    w.m.type = type;
+    w.m.n_in = n_in;
+    w.m.n_out = n_out;
+    w.m.row_bytes = rb + pad;
+    w.data = xmalloc((size_t)(w.m.row_bytes * (uint64_t)n_out));
+    memset(w.data, 0xff, (size_t)(w.m.row_bytes * (uint64_t)n_out)); /* nan in the padding */
+    w.m.data = w.data;
+    w.wf = xmalloc((size_t)(n_in * n_out) * sizeof(float));
+    float *row = xmalloc((size_t)n_in * sizeof(float));
+    for (int64_t o = 0; o < n_out; o++) {
+        fill(row, (size_t)n_in, r, -1.0f, 1.0f);
+        uint8_t *dst = (uint8_t *)w.data + o * w.m.row_bytes;
+        ti->from_float(dst, row, n_in);
+        ti->to_float(w.wf + o * n_in, dst, n_in);
+    }
+    free(row);
+    return w;
+}
+
+static void wmat_free(wmat_t *w)
+{
+    free(w->data);
+    free(w->wf);
+}
+
+/* Bound on |float dot - exact| for either kernel: the cpu path sums lanes
+ * of up to n/VL terms, a horizontal sum of <= 16, then the tail; any such
+ * order of <= n + 16 operations is within gamma(n + 16) * sum |w x|. */
+static double dot_bound(int64_t n, double sabs) { return (double)(n + 17) * U * 1.01 * sabs; }
+
+/* Checks out_cpu and out_ref against the exact product in double. */
+static void mm_compare(const float *out_cpu, const float *out_ref, const wmat_t *w, const float *x,
+                       int n_tok, const char *what)
+{
+    const int64_t n_in = w->m.n_in, n_out = w->m.n_out;
+    for (int t = 0; t < n_tok; t++)
+        for (int64_t o = 0; o < n_out; o++) {
+            double sum = 0, sabs = 0;
+            for (int64_t k = 0; k < n_in; k++) {
+                double p = (double)w->wf[o * n_in + k] * x[(size_t)t * n_in + k];
+                sum += p;
+                sabs += fabs(p);
+            }
+            double bound = dot_bound(n_in, sabs) + 1e-30;
+            double c = out_cpu[(size_t)t * n_out + o], rf = out_ref[(size_t)t * n_out + o];
+            CHECK_MSG(fabs(c - rf) <= 2 * bound && fabs(c - sum) <= bound &&
+                          fabs(rf - sum) <= bound,
+                      "%s: %s n_in %lld n_out %lld t %d row %lld: cpu %.9g ref %.9g "
+                      "exact %.9g (bound %.3g)",
+                      what, bt_type_info(w->m.type)->name, (long long)n_in, (long long)n_out, t,
+                      (long long)o, c, rf, sum, bound);
+        }
+}
+
+static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint64_t pad, rng_t *r)
+{
+    wmat_t w = wmat_make(type, n_in, n_out, pad, r);
+    const size_t n_x = (size_t)n_tok * (size_t)n_in, n_o = (size_t)n_tok * (size_t)n_out;
+    float *x = xmalloc(n_x * sizeof(float));
+    float *out_ref = xmalloc(n_o * sizeof(float));
+    float *out_cpu = xmalloc(n_o * sizeof(float));
+    fill(x, n_x, r, -1.0f, 1.0f);
+    bt_scratch_t s1 = scratch_make(n_in, 1, 1);
+    memset(out_ref, 0xff, n_o * sizeof(float));
+    bt_ops_ref.matmul(out_ref, &w.m, x, n_tok, &s1);
+    for (int nth = 1; nth <= 3; nth++) {
+        bt_scratch_t s = scratch_make(n_in, 1, nth);
+        memset(out_cpu, 0xff, n_o * sizeof(float)); /* nan: every element must be written */
+        bt_ops_cpu.matmul(out_cpu, &w.m, x, n_tok, &s);
+        char what[64];
+        snprintf(what, sizeof what, "threads %d pad %llu", nth, (unsigned long long)pad);
+        mm_compare(out_cpu, out_ref, &w, x, n_tok, what);
+        free(s.buf);
+    }
+    free(s1.buf);
+    free(out_cpu);
+    free(out_ref);
+    free(x);
+    wmat_free(&w);
+}
+
+START_TEST(test_matmul_shapes)
+{
+    const uint32_t type = mm_types[_i];
+    static const int64_t n_in_float[] = {1, 7, 16, 40, 67};
+    static const int64_t n_in_q8[] = {32, 96, 160};
+    const int64_t *n_ins = type == BT_TYPE_Q8_0 ? n_in_q8 : n_in_float;
+    const int n_n_in = type == BT_TYPE_Q8_0 ? 3 : 5;
+    static const int64_t n_outs[] = {1, 3, 17, 33};
+    static const int n_toks[] = {1, 2, 5, 13};
+    rng_t r = rng_make(100 + type);
+    for (int a = 0; a < n_n_in; a++)
+        for (int b = 0; b < 4; b++)
+            for (int c = 0; c < 4; c++)
+                mm_case(type, n_ins[a], n_outs[b], n_toks[c], 0, &r);
+}
+END_TEST
+
+/* Longer rows, rows farther apart than needed (padding holds nan). */
+START_TEST(test_matmul_padded_large)
+{
+    const uint32_t type = mm_types[_i];
+    rng_t r = rng_make(200 + type);
+    mm_case(type, 256, 50, 7, 64, &r);
+    mm_case(type, type == BT_TYPE_Q8_0 ? 64 : 33, 19, 4, 8, &r);
+    mm_case(type, 1024, 20, 3, 0, &r);
+}
+END_TEST
+
+/* ==== invariance: one batch vs micro-batches vs threads, bitwise ==== */
+
+static const int splits[][6] = {
+    {1, 1, 1, 1, 1, 1}, /* 1 at a time (repeats until all 13 are done) */
+    {3, 3, 3, 3, 1, 0}, {5, 5, 3, 0, 0, 0}, {1, 3, 5, 1, 3, 0}, {4, 9, 0, 0, 0, 0},
+};
+
+/* Size of the next micro-batch of a split pattern, at most `left`. */
+static int split_next(const int *pat, int *idx, int left)
+{
+    int n = pat[*idx % 6];
+    if (n == 0) {
+        *idx = 0;
+        n = pat[0];
+    }
+    (*idx)++;
+    return n < left ? n : left;
+}
+
+START_TEST(test_matmul_batch_invariance)
+{
+    const uint32_t type = mm_types[_i];
+    enum { NT = 13 };
+    const int64_t n_in = type == BT_TYPE_Q8_0 ? 96 : 67, n_out = 37;
+    rng_t r = rng_make(300 + type);
+    wmat_t w = wmat_make(type, n_in, n_out, 0, &r);
+    float *x = xmalloc((size_t)(NT * n_in) * sizeof(float));
+    float *full = xmalloc((size_t)(NT * n_out) * sizeof(float));
+    float *part = xmalloc((size_t)(NT * n_out) * sizeof(float));
+    fill(x, (size_t)(NT * n_in), &r, -2.0f, 2.0f);
+    bt_scratch_t s1 = scratch_make(n_in, 1, 1);
+    bt_ops_cpu.matmul(full, &w.m, x, NT, &s1);
+    for (int nth = 1; nth <= 3; nth++) {
+        bt_scratch_t s = scratch_make(n_in, 1, nth);
+        memset(part, 0xff, (size_t)(NT * n_out) * sizeof(float));
+        bt_ops_cpu.matmul(part, &w.m, x, NT, &s);
+        CHECK_MSG(memcmp(part, full, (size_t)(NT * n_out) * sizeof(float)) == 0,
+                  "%s: %d threads differ from 1", bt_type_info(type)->name, nth);
+        for (size_t p = 0; p < sizeof splits / sizeof splits[0]; p++) {
+            memset(part, 0xff, (size_t)(NT * n_out) * sizeof(float));
+            int idx = 0;
+            for (int t = 0; t < NT;) {
+                int n = split_next(splits[p], &idx, NT - t);
+                bt_ops_cpu.matmul(part + (size_t)t * n_out, &w.m, x + (size_t)t * n_in, n, &s);
+                t += n;
+            }
+            for (int t = 0; t < NT; t++)
+                CHECK_MSG(
+                    memcmp(part + t * n_out, full + t * n_out, (size_t)n_out * sizeof(float)) == 0,
+                    "%s: split %zu, %d threads: token %d differs from one batch",
+                    bt_type_info(type)->name, p, nth, t);
+        }
+        free(s.buf);
+    }
+    free(s1.buf);
+    free(part);
+    free(full);
+    free(x);
+    wmat_free(&w);
+}
+END_TEST
+
+START_TEST(test_attention_batch_invariance)
+{
+    enum { NT = 13, POS0 = 4, NCTX = POS0 + NT };
+    static const int dims[] = {20, 64};
+    const int n_head = 6, n_kv = 3, hd = dims[_i];
+    const size_t qd = (size_t)n_head * hd, kvd = (size_t)n_kv * hd;
+    rng_t r = rng_make(400 + (uint64_t)hd);
+    float *q = xmalloc(NT * qd * sizeof(float));
+    float *k = xmalloc(NCTX * kvd * sizeof(float));
+    float *v = xmalloc(NCTX * kvd * sizeof(float));
+    float *full = xmalloc(NT * qd * sizeof(float));
+    float *part = xmalloc(NT * qd * sizeof(float));
+    fill(q, NT * qd, &r, -2.0f, 2.0f);
+    fill(k, NCTX * kvd, &r, -2.0f, 2.0f);
+    fill(v, NCTX * kvd, &r, -1.0f, 1.0f);
+    bt_scratch_t s1 = scratch_make(1, NCTX, 1);
+    bt_ops_cpu.attention(full, q, k, v, NT, POS0, n_head, n_kv, hd, &s1);
+    for (int nth = 1; nth <= 3; nth++) {
+        bt_scratch_t s = scratch_make(1, NCTX, nth);
+        memset(part, 0xff, NT * qd * sizeof(float));
+        bt_ops_cpu.attention(part, q, k, v, NT, POS0, n_head, n_kv, hd, &s);
+        CHECK_MSG(memcmp(part, full, NT * qd * sizeof(float)) == 0,
+                  "head_dim %d: %d threads differ from 1", hd, nth);
+        for (size_t p = 0; p < sizeof splits / sizeof splits[0]; p++) {
+            memset(part, 0xff, NT * qd * sizeof(float));
+            int idx = 0;
+            for (int t = 0; t < NT;) {
+                int n = split_next(splits[p], &idx, NT - t);
+                bt_ops_cpu.attention(part + t * qd, q + t * qd, k, v, n, POS0 + t, n_head, n_kv, hd,
+                                     &s);
+                t += n;
+            }
+            for (int t = 0; t < NT; t++)
+                CHECK_MSG(memcmp(part + t * qd, full + t * qd, qd * sizeof(float)) == 0,
+                          "head_dim %d: split %zu, %d threads: token %d differs", hd, p, nth, t);
+        }
+        free(s.buf);
+    }
+    free(s1.buf);
+    free(part);
+    free(full);
+    free(v);
+    free(k);
+    free(q);
+}
+END_TEST
+
+/* ==== attention ==== */
+
+/* softmax(q.k / sqrt(d)) v for query t, head h, in double, with a bound on
+ * the error of any f32 implementation that computes the dots in some order
+ * (score error delta_j), exp/scale/subtract to a few ulp, and the weighted
+ * sum of values in some order:
+ *   weights p_j off by a factor exp(eps_j), |eps_j| <= E
+ *   -> |out - exact| <= (2.2 E + gamma(n_keys + 16) + 4u) * sum p|v| / sum p. */
+static void attn_oracle(double *o, double *tol, const float *q, const float *k, const float *v,
+                        int t, int pos0, int h, int n_head, int n_kv, int hd)
+{
+    const int group = n_head / n_kv, kvh = h / group, n_keys = pos0 + t + 1;
+    const size_t kvd = (size_t)n_kv * hd;
+    const float *qh = q + ((size_t)t * n_head + h) * hd;
+    const double scale = 1.0 / sqrt((double)hd);
+    double *sc = xmalloc((size_t)n_keys * sizeof(double));
+    double *del = xmalloc((size_t)n_keys * sizeof(double));
+    double max = -INFINITY, dmax = 0;
+    for (int j = 0; j < n_keys; j++) {
+        const float *kj = k + (size_t)j * kvd + (size_t)kvh * hd;
+        double dot = 0, sabs = 0;
+        for (int d = 0; d < hd; d++) {
+            dot += (double)qh[d] * kj[d];
+            sabs += fabs((double)qh[d] * kj[d]);
+        }
+        sc[j] = dot * scale;
+        del[j] = dot_bound(hd, sabs) * scale + fabs(sc[j]) * 4 * U;
+        max = fmax(max, sc[j]);
+        dmax = fmax(dmax, del[j]);
+    }
+    double e_max = 0, sum = 0;
+    for (int j = 0; j < n_keys; j++) {
+        e_max = fmax(e_max, del[j] + dmax + fabs(sc[j] - max) * 2 * U + 4 * U);
+        sc[j] = exp(sc[j] - max);
+        sum += sc[j];
+    }
+    for (int d = 0; d < hd; d++) {
+        double acc = 0, aabs = 0;
+        for (int j = 0; j < n_keys; j++) {
+            double vj = v[(size_t)j * kvd + (size_t)kvh * hd + d];
+            acc += sc[j] * vj;
+            aabs += sc[j] * fabs(vj);
+        }
+        o[d] = acc / sum;
+        tol[d] = (2.2 * e_max + (double)(n_keys + 17) * U * 1.01 + 4 * U) * aabs / sum + 1e-30;
+    }
+    free(del);
+    free(sc);
+}
+
+/* cpu and ref against the double oracle (each within tol, each other 2 tol). */
+static void attn_case(int n_head, int n_kv, int hd, int pos0, int n_tok, int n_ctx_extra, rng_t *r)
+{
+    const int n_ctx = pos0 + n_tok + n_ctx_extra;
+    const size_t qd = (size_t)n_head * hd, kvd = (size_t)n_kv * hd;
+    float *q = xmalloc((size_t)n_tok * qd * sizeof(float));
+    float *k = xmalloc((size_t)n_ctx * kvd * sizeof(float));
+    float *v = xmalloc((size_t)n_ctx * kvd * sizeof(float));
+    float *out_ref = xmalloc((size_t)n_tok * qd * sizeof(float));
+    float *out_cpu = xmalloc((size_t)n_tok * qd * sizeof(float));
+    double *o = xmalloc((size_t)hd * sizeof(double));
+    double *tol = xmalloc((size_t)hd * sizeof(double));
+    fill(q, (size_t)n_tok * qd, r, -2.0f, 2.0f);
+    fill(k, (size_t)n_ctx * kvd, r, -2.0f, 2.0f);
+    fill(v, (size_t)n_ctx * kvd, r, -1.0f, 1.0f);
+    /* rows past the batch must never be read: nan there */
+    const size_t used = (size_t)(pos0 + n_tok) * kvd;
+    for (size_t i = used; i < (size_t)n_ctx * kvd; i++)
+        k[i] = v[i] = NAN;
+    bt_scratch_t s1 = scratch_make(1, pos0 + n_tok, 1);
+    memset(out_ref, 0xff, (size_t)n_tok * qd * sizeof(float));
+    bt_ops_ref.attention(out_ref, q, k, v, n_tok, pos0, n_head, n_kv, hd, &s1);
+    for (int nth = 1; nth <= 3; nth++) {
+        bt_scratch_t s = scratch_make(1, pos0 + n_tok, nth);
+        memset(out_cpu, 0xff, (size_t)n_tok * qd * sizeof(float));
+        bt_ops_cpu.attention(out_cpu, q, k, v, n_tok, pos0, n_head, n_kv, hd, &s);
+        for (int t = 0; t < n_tok; t++)
+            for (int h = 0; h < n_head; h++) {
+                attn_oracle(o, tol, q, k, v, t, pos0, h, n_head, n_kv, hd);
+                for (int d = 0; d < hd; d++) {
+                    size_t i = ((size_t)t * n_head + h) * hd + d;
+                    double c = out_cpu[i], rf = out_ref[i];
+                    CHECK_MSG(fabs(c - o[d]) <= tol[d] && fabs(rf - o[d]) <= tol[d] &&
+                                  fabs(c - rf) <= 2 * tol[d],
+                              "heads %d/%d hd %d pos0 %d n_tok %d threads %d: t %d h %d "
+                              "d %d: cpu %.9g ref %.9g exact %.9g (tol %.3g)",
+                              n_head, n_kv, hd, pos0, n_tok, nth, t, h, d, c, rf, o[d], tol[d]);
+                }
+            }
+        free(s.buf);
+    }
+    free(s1.buf);
+    free(tol);
+    free(o);
+    free(out_cpu);
+    free(out_ref);
+    free(v);
+    free(k);
+    free(q);
+}
+
+START_TEST(test_attention_vs_double)
+{
+    static const int heads[][2] = {{4, 2}, {6, 3}, {4, 4}, {8, 1}};
+    static const int dims[] = {12, 16, 20, 64};
+    const int n_head = heads[_i][0], n_kv = heads[_i][1];
+    rng_t r = rng_make(500 + (uint64_t)_i);
+    for (int d = 0; d < 4; d++) {
+        attn_case(n_head, n_kv, dims[d], 0, 1, 0, &r);
+        attn_case(n_head, n_kv, dims[d], 0, 5, 3, &r);
+        attn_case(n_head, n_kv, dims[d], 9, 1, 2, &r);
+        attn_case(n_head, n_kv, dims[d], 7, 4, 0, &r);
+    }
+}
+END_TEST
+
+/* A key far more aligned with q than the others: the softmax saturates;
+ * position 0 alone: out = v[0] exactly up to rounding. */
+START_TEST(test_attention_edges)
+{
+    enum { HD = 16, NH = 2, NKV = 1 };
+    float q[NH * HD], k[3 * HD], v[3 * HD], out[NH * HD];
+    rng_t r = rng_make(600);
+    fill(q, NH * HD, &r, -1.0f, 1.0f);
+    fill(k, 3 * HD, &r, -1.0f, 1.0f);
+    fill(v, 3 * HD, &r, -1.0f, 1.0f);
+    for (int opi = 0; opi < 2; opi++) {
+        const bt_ops_t *ops = opi ? &bt_ops_cpu : &bt_ops_ref;
+        bt_scratch_t s = scratch_make(1, 3, 1);
+        ops->attention(out, q, k, v, 1, 0, NH, NKV, HD, &s); /* one key: weight 1 */
+        for (int h = 0; h < NH; h++)
+            for (int d = 0; d < HD; d++)
+                CHECK_MSG(out[h * HD + d] == v[d], "%s: h %d d %d: %g != %g", ops->name, h, d,
+                          (double)out[h * HD + d], (double)v[d]);
+        /* key 1 = 100 * q: its weight ~1, out ~ v[1] */
+        for (int d = 0; d < HD; d++)
+            k[HD + d] = 100.0f * q[d];
+        ops->attention(out, q, k, v, 1, 1, 1, 1, HD, &s);
+        for (int d = 0; d < HD; d++)
+            CHECK_MSG(fabsf(out[d] - v[HD + d]) <= 1e-6f, "%s: saturated d %d: %g vs %g", ops->name,
+                      d, (double)out[d], (double)v[HD + d]);
+        free(s.buf);
+    }
+}
+END_TEST
+
+/* ==== elementwise ==== */
+
+START_TEST(test_rmsnorm)
+{
+    static const int ns[] = {1, 7, 64, 4096};
+    static const float epss[] = {1e-5f, 1e-6f};
+    rng_t r = rng_make(700);
+    for (int a = 0; a < 4; a++)
+        for (int e = 0; e < 2; e++) {
+            const int n = ns[a], rows = 3;
+            float *x = xmalloc((size_t)rows * n * sizeof(float));
+            float *w = xmalloc((size_t)n * sizeof(float));
+            float *out = xmalloc((size_t)rows * n * sizeof(float));
+            fill(x, (size_t)rows * n, &r, -3.0f, 3.0f);
+            for (int i = 0; i < n; i++) /* third row small: eps matters */
+                x[2 * n + i] *= 1e-3f;
+            fill(w, (size_t)n, &r, -2.0f, 2.0f);
+            bt_rmsnorm_f32(out, x, w, rows, n, epss[e]);
+            for (int t = 0; t < rows; t++) {
+                double ss = 0;
+                for (int i = 0; i < n; i++)
+                    ss += (double)x[t * n + i] * x[t * n + i];
+                double sc = 1.0 / sqrt(ss / n + (double)epss[e]);
+                for (int i = 0; i < n; i++) {
+                    /* three f32 roundings (scale, two products), u each */
+                    double want = x[t * n + i] * sc * w[i];
+                    CHECK_MSG(fabs(out[t * n + i] - want) <= 3.01 * U * fabs(want) + 1e-40,
+                              "n %d eps %g row %d [%d]: %.9g vs %.9g", n, (double)epss[e], t, i,
+                              (double)out[t * n + i], want);
+                }
+            }
+            free(out);
+            free(w);
+            free(x);
+        }
+    /* zero row: zeros, not nan; n_rows 0 writes nothing */
+    float z[8] = {0}, w[8] = {1, 1, 1, 1, 1, 1, 1, 1}, o[8];
+    bt_rmsnorm_f32(o, z, w, 1, 8, 1e-5f);
+    for (int i = 0; i < 8; i++)
+        CHECK_MSG(o[i] == 0.0f, "zero row [%d] -> %g", i, (double)o[i]);
+    o[0] = 42.0f;
+    bt_rmsnorm_f32(o, z, w, 0, 8, 1e-5f);
+    ck_assert(o[0] == 42.0f);
+}
+END_TEST
+
+typedef struct rope_case {
+    int n_head, head_dim, n_rot, pos0, n_tok;
+    float base;
+} rope_case_t;
+
+START_TEST(test_rope)
+{
+    static const rope_case_t cases[] = {
+        {3, 16, 16, 0, 4, 10000.0f},      {3, 16, 16, 5, 4, 10000.0f},
+        {2, 20, 12, 0, 3, 10000.0f},      {2, 20, 12, 11, 3, 10000.0f},
+        {4, 64, 64, 100, 3, 500000.0f},   {1, 64, 32, 30, 5, 10000.0f},
+        {2, 128, 128, 1000, 2, 10000.0f}, {1, 6, 2, 3, 2, 10000.0f},
+    };
+    rng_t r = rng_make(800);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const rope_case_t *rc = &cases[c];
+        const int hd = rc->head_dim, n_rot = rc->n_rot;
+        const size_t n = (size_t)rc->n_tok * rc->n_head * hd;
+        float *x0 = xmalloc(n * sizeof(float));
+        float *x = xmalloc(n * sizeof(float));
+        fill(x0, n, &r, -2.0f, 2.0f);
+        memcpy(x, x0, n * sizeof(float));
+        bt_rope_norm_f32(x, rc->n_tok, rc->pos0, rc->n_head, hd, n_rot, rc->base);
+        /* theta = pos * base^e with e = -2i/n_rot: in f32, e is off by u,
+         * powf by 1 ulp (2 u), the product by u, so theta is off by
+         * <= |theta| (|ln base| + 3) u; sin/cos (2 u) and the products and
+         * sums (u each) add < 8 u of the pair norm */
+        const double lnb = log((double)rc->base);
+        for (int t = 0; t < rc->n_tok; t++) {
+            const int pos = rc->pos0 + t;
+            for (int h = 0; h < rc->n_head; h++) {
+                const size_t base_i = ((size_t)t * rc->n_head + h) * hd;
+                const float *a0 = x0 + base_i;
+                const float *a1 = x + base_i;
+                if (pos == 0)
+                    CHECK_MSG(memcmp(a0, a1, (size_t)hd * sizeof(float)) == 0,
+                              "case %zu: position 0 is not the identity", c);
+                if (n_rot < hd) /* the tail is untouched */
+                    CHECK_MSG(
+                        memcmp(a0 + n_rot, a1 + n_rot, (size_t)(hd - n_rot) * sizeof(float)) == 0,
+                        "case %zu: dims past n_rot changed", c);
+                for (int i = 0; i < n_rot / 2; i++) {
+                    double theta = pos * pow((double)rc->base, -2.0 * i / n_rot);
+                    double cs = cos(theta), sn = sin(theta);
+                    double p = a0[2 * i], q = a0[2 * i + 1];
+                    double w0 = p * cs - q * sn, w1 = p * sn + q * cs;
+                    double nrm = hypot(p, q);
+                    double tol = nrm * (fabs(theta) * (fabs(lnb) + 3) * U + 8 * U) + 1e-30;
+                    CHECK_MSG(fabs(a1[2 * i] - w0) <= tol && fabs(a1[2 * i + 1] - w1) <= tol,
+                              "case %zu pos %d h %d pair %d: (%.9g, %.9g) want (%.9g, %.9g) "
+                              "tol %.3g",
+                              c, pos, h, i, (double)a1[2 * i], (double)a1[2 * i + 1], w0, w1, tol);
+                    double nrm1 = hypot((double)a1[2 * i], (double)a1[2 * i + 1]);
+                    CHECK_MSG(fabs(nrm1 - nrm) <= 8 * U * nrm,
+                              "case %zu pos %d pair %d: norm %.9g -> %.9g", c, pos, i, nrm, nrm1);
+                }
+            }
+        }
+        /* one batch == token by token */
+        float *y = xmalloc(n * sizeof(float));
+        memcpy(y, x0, n * sizeof(float));
+        const size_t row = (size_t)rc->n_head * hd;
+        for (int t = 0; t < rc->n_tok; t++)
+            bt_rope_norm_f32(y + t * row, 1, rc->pos0 + t, rc->n_head, hd, n_rot, rc->base);
+        CHECK_MSG(memcmp(x, y, n * sizeof(float)) == 0, "case %zu: split rope differs", c);
+        free(y);
+        free(x);
+        free(x0);
+    }
+}
+END_TEST
+
+START_TEST(test_swiglu)
+{
+    enum { N = 1003 };
+    float g[N], u[N], g0[N];
+    rng_t r = rng_make(900);
+    fill(g0, N, &r, -20.0f, 20.0f);
+    fill(u, N, &r, -3.0f, 3.0f);
+    g0[0] = 0.0f;
+    g0[1] = -100.0f; /* exp overflows: -0 */
+    g0[2] = 100.0f;
+    g0[3] = -88.0f;
+    g0[4] = 1e-20f;
+    memcpy(g, g0, sizeof g);
+    bt_swiglu_f32(g, u, N);
+    for (int i = 0; i < N; i++) {
+        double gd = g0[i];
+        double want = gd / (1.0 + exp(-gd)) * u[i];
+        /* expf (< 1 ulp: 2 u), 1 + e, division, product (u each) */
+        /* below g ~ -88.7 expf(-g) overflows and the result is -0; the exact
+         * one is then below 1e-36 in magnitude */
+        CHECK_MSG(fabs(g[i] - want) <= 6 * U * fabs(want) + 1e-36,
+                  "[%d] silu(%.9g) * %.9g = %.9g, want %.9g", i, gd, (double)u[i], (double)g[i],
+                  want);
+        CHECK_MSG(!isnan(g[i]), "[%d] nan", i);
+    }
+    /* n smaller than the array: the rest untouched */
+    memcpy(g, g0, sizeof g);
+    bt_swiglu_f32(g, u, 10);
+    ck_assert(memcmp(g + 10, g0 + 10, (N - 10) * sizeof(float)) == 0);
+    bt_swiglu_f32(g, u, 0);
+}
+END_TEST
+
+START_TEST(test_add)
+{
+    enum { N = 1001 };
+    float x[N], y[N], x0[N];
+    rng_t r = rng_make(1000);
+    fill(x0, N, &r, -5.0f, 5.0f);
+    fill(y, N, &r, -5.0f, 5.0f);
+    memcpy(x, x0, sizeof x);
+    bt_add_f32(x, y, N - 1);
+    for (int i = 0; i < N - 1; i++) {
+        float want = x0[i] + y[i];
+        CHECK_MSG(f32_bits(x[i]) == f32_bits(want), "[%d]", i);
+    }
+    ck_assert(f32_bits(x[N - 1]) == f32_bits(x0[N - 1]));
+    memcpy(x, x0, sizeof x);
+    bt_add_f32(x, y, 0);
+    ck_assert(memcmp(x, x0, sizeof x) == 0);
+}
+END_TEST
+
+static Suite *kernels_suite(void)
+{
+    const int n_types = (int)(sizeof mm_types / sizeof mm_types[0]);
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("types");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_f16_all_patterns);
+    tcase_add_test(tc, test_f16_rounding_cases);
+    tcase_add_test(tc, test_f16_rounding_oracle);
+    tcase_add_test(tc, test_bf16_all_patterns);
+    tcase_add_test(tc, test_bf16_rounding);
+    tcase_add_test(tc, test_q8_0_error_bound);
+    tcase_add_test(tc, test_q8_0_exact_and_zero);
+    tcase_add_test(tc, test_type_table);
+    tcase_add_test(tc, test_row_bytes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("matmul");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_matmul_shapes, 0, n_types);
+    tcase_add_loop_test(tc, test_matmul_padded_large, 0, n_types);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("attention");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_attention_vs_double, 0, 4);
+    tcase_add_test(tc, test_attention_edges);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("invariance");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_matmul_batch_invariance, 0, n_types);
+    tcase_add_loop_test(tc, test_attention_batch_invariance, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("elementwise");
+    tcase_add_test(tc, test_rmsnorm);
+    tcase_add_test(tc, test_rope);
+    tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_add);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(kernels_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
