@@ -1,0 +1,82 @@
+/* args.c: strict number parsing for the command lines. */
+#include "args.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static bt_status_t parse_long(const char *flag, const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0') {
+        bt_log_error("%s: '%s' is not an integer", flag, s);
+        return BT_ERR_ARG;
+    }
+    if (errno == ERANGE || v < min || v > max) {
+        bt_log_error("%s: %s is out of range (%ld..%ld)", flag, s, min, max);
+        return BT_ERR_ARG;
+    }
+    *out = v;
+    return BT_OK;
+}
+
+bt_status_t bt_parse_int(const char *flag, const char *s, long min, long max, int *out)
+{
+    long v;
+    bt_status_t st = parse_long(flag, s, min, max, &v);
+    if (st == BT_OK)
+        *out = (int)v;
+    return st;
+}
+
+bt_status_t bt_parse_u64(const char *flag, const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s == '-' || *s == '\0') {
+        bt_log_error("%s: '%s' is not a non-negative integer", flag, s);
+        return BT_ERR_ARG;
+    }
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0' || errno == ERANGE) {
+        bt_log_error("%s: '%s' is not a 64-bit non-negative integer", flag, s);
+        return BT_ERR_ARG;
+    }
+    *out = v;
+    return BT_OK;
+}
+
+bt_status_t bt_parse_int_list(const char *flag, const char *s, long min, long max, int **out,
+                              int *n)
+{
+    int count = 1;
+    for (const char *p = s; *p; p++)
+        count += *p == ',';
+    int *v = malloc((size_t)count * sizeof *v);
+    if (v == NULL)
+        return BT_ERR_NOMEM;
+    const char *p = s;
+    for (int i = 0; i < count; i++) {
+        char item[32];
+        size_t len = 0;
+        while (p[len] != ',' && p[len] != '\0')
+            len++;
+        if (len == 0 || len >= sizeof item) {
+            bt_log_error("%s: '%s': item %d is %s", flag, s, i + 1, len ? "too long" : "empty");
+            free(v);
+            return BT_ERR_ARG;
+        }
+        for (size_t j = 0; j < len; j++)
+            item[j] = p[j];
+        item[len] = '\0';
+        if (bt_parse_int(flag, item, min, max, &v[i]) != BT_OK) {
+            free(v);
+            return BT_ERR_ARG;
+        }
+        p += len + (p[len] == ',');
+    }
+    *out = v;
+    *n = count;
+    return BT_OK;
+}

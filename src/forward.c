@@ -1,0 +1,160 @@
+/* forward.c: embedding, the llama layer block, and the output head. */
+#include "forward.h"
+
+#include <stdlib.h>
+
+static size_t scratch_per_thread(const bt_model_t *m, int n_ctx)
+{
+    int64_t n_in = bt_model_max_n_in(m);
+    return bt_scratch_floats(n_in, n_ctx);
+}
+
+size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int max_tok, int n_threads)
+{
+    const bt_hparams_t *hp = &m->hp;
+    size_t q_dim = (size_t)hp->n_head * hp->head_dim;
+    size_t act = (size_t)max_tok * (2 * (size_t)hp->n_embd + 2 * q_dim + 2 * (size_t)hp->n_ff);
+    size_t scratch = (size_t)n_threads * scratch_per_thread(m, n_ctx);
+    return (act + scratch) * sizeof(float) +
+           bt_kv_cache_bytes(m->last - m->first, n_ctx, hp->n_head_kv * hp->head_dim);
+}
+
+bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx, int max_tok,
+                            int n_threads, bt_forward_t **out)
+{
+    const bt_hparams_t *hp = &m->hp;
+    if (n_ctx < 1 || max_tok < 1 || n_threads < 1) {
+        bt_log_error("forward: n_ctx %d, micro-batch %d and threads %d must all be >= 1", n_ctx,
+                     max_tok, n_threads);
+        return BT_ERR_ARG;
+    }
+    bt_forward_t *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return BT_ERR_NOMEM;
+    f->m = m;
+    f->ops = ops;
+    f->n_ctx = n_ctx;
+    f->max_tok = max_tok;
+    bt_status_t st = bt_kv_cache_init(&f->kv, m->last - m->first, n_ctx,
+                                      hp->n_head_kv * hp->head_dim);
+    if (st != BT_OK)
+        goto fail_kv;
+    const size_t q_dim = (size_t)hp->n_head * hp->head_dim;
+    const size_t mt = (size_t)max_tok;
+    f->scratch.n_threads = n_threads;
+    f->scratch.per_thread = scratch_per_thread(m, n_ctx);
+    f->scratch.buf = malloc(f->scratch.per_thread * n_threads * sizeof(float));
+    f->xn = malloc(mt * hp->n_embd * sizeof(float));
+    f->q = malloc(mt * q_dim * sizeof(float));
+    f->att = malloc(mt * q_dim * sizeof(float));
+    f->o = malloc(mt * hp->n_embd * sizeof(float));
+    f->gate = malloc(mt * hp->n_ff * sizeof(float));
+    f->up = malloc(mt * hp->n_ff * sizeof(float));
+    if (!f->scratch.buf || !f->xn || !f->q || !f->att || !f->o || !f->gate || !f->up) {
+        bt_log_error("forward: cannot allocate %zu bytes of activations for %d tokens",
+                     bt_forward_bytes(m, n_ctx, max_tok, n_threads), max_tok);
+        st = BT_ERR_NOMEM;
+        goto fail_buffers;
+    }
+    *out = f;
+    return BT_OK;
+
+fail_buffers:
+    bt_forward_free(f);
+    return st;
+fail_kv:
+    free(f);
+    return st;
+}
+
+void bt_forward_free(bt_forward_t *f)
+{
+    if (f == NULL)
+        return;
+    free(f->up);
+    free(f->gate);
+    free(f->o);
+    free(f->att);
+    free(f->q);
+    free(f->xn);
+    free(f->scratch.buf);
+    bt_kv_cache_free(&f->kv);
+    free(f);
+}
+
+void bt_forward_set_progress(bt_forward_t *f, bt_progress_fn fn, void *arg)
+{
+    f->progress = fn;
+    f->progress_arg = arg;
+}
+
+bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, float *x)
+{
+    const bt_matrix_t *e = &f->m->tok_embd;
+    const bt_to_float_fn to_float = bt_type_info(e->type)->to_float;
+    for (int t = 0; t < n_tok; t++) {
+        if (tokens[t] < 0 || tokens[t] >= e->n_out) {
+            bt_log_error("forward: token id %d at index %d is outside the vocabulary (0..%lld)",
+                         tokens[t], t, (long long)e->n_out - 1);
+            return BT_ERR_ARG;
+        }
+        const uint8_t *row = (const uint8_t *)e->data + (size_t)tokens[t] * e->row_bytes;
+        to_float(x + (size_t)t * e->n_in, row, e->n_in);
+    }
+    return BT_OK;
+}
+
+/* One llama block on x [n_tok, n_embd] in place. */
+static void layer(bt_forward_t *f, int il, float *x, int n_tok, int pos0)
+{
+    const bt_hparams_t *hp = &f->m->hp;
+    const bt_layer_t *l = &f->m->layers[il];
+    const bt_ops_t *ops = f->ops;
+    const bt_scratch_t *s = &f->scratch;
+    const int n_embd = hp->n_embd;
+    float *k = bt_kv_cache_k(&f->kv, il);   /* [n_ctx, kv_dim] */
+    float *v = bt_kv_cache_v(&f->kv, il);
+    float *k_new = k + (size_t)pos0 * f->kv.kv_dim; /* this batch's rows */
+    float *v_new = v + (size_t)pos0 * f->kv.kv_dim;
+
+    /* attention */
+    bt_rmsnorm_f32(f->xn, x, l->attn_norm, n_tok, n_embd, hp->rms_eps);
+    ops->matmul(f->q, &l->wq, f->xn, n_tok, s);
+    ops->matmul(k_new, &l->wk, f->xn, n_tok, s);
+    ops->matmul(v_new, &l->wv, f->xn, n_tok, s);
+    bt_rope_norm_f32(f->q, n_tok, pos0, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_base);
+    bt_rope_norm_f32(k_new, n_tok, pos0, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_base);
+    ops->attention(f->att, f->q, k, v, n_tok, pos0, hp->n_head, hp->n_head_kv, hp->head_dim, s);
+    ops->matmul(f->o, &l->wo, f->att, n_tok, s);
+    bt_add_f32(x, f->o, (int64_t)n_tok * n_embd);
+
+    /* feed-forward: down(silu(gate(xn)) * up(xn)) */
+    bt_rmsnorm_f32(f->xn, x, l->ffn_norm, n_tok, n_embd, hp->rms_eps);
+    ops->matmul(f->gate, &l->w_gate, f->xn, n_tok, s);
+    ops->matmul(f->up, &l->w_up, f->xn, n_tok, s);
+    bt_swiglu_f32(f->gate, f->up, (int64_t)n_tok * hp->n_ff);
+    ops->matmul(f->o, &l->w_down, f->gate, n_tok, s);
+    bt_add_f32(x, f->o, (int64_t)n_tok * n_embd);
+}
+
+bt_status_t bt_forward_layers(bt_forward_t *f, float *x, int n_tok, int pos0)
+{
+    if (n_tok < 1 || n_tok > f->max_tok || pos0 < 0 || pos0 > f->n_ctx - n_tok) {
+        bt_log_error("forward: %d tokens at position %d do not fit (micro-batch <= %d, context %d)",
+                     n_tok, pos0, f->max_tok, f->n_ctx);
+        return BT_ERR_ARG;
+    }
+    for (int il = 0; il < f->m->last - f->m->first; il++) {
+        layer(f, il, x, n_tok, pos0);
+        if (f->progress != NULL)
+            f->progress(f->progress_arg);
+    }
+    return BT_OK;
+}
+
+void bt_forward_head(bt_forward_t *f, const float *x, int n_rows, float *logits)
+{
+    const bt_hparams_t *hp = &f->m->hp;
+    bt_rmsnorm_f32(f->xn, x, f->m->out_norm, n_rows, hp->n_embd, hp->rms_eps);
+    f->ops->matmul(logits, &f->m->output, f->xn, n_rows, &f->scratch);
+}

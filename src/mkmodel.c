@@ -1,0 +1,130 @@
+/*
+ * baton-mkmodel: writes a synthetic llama GGUF with seeded random weights.
+ *   baton-mkmodel --shape smollm2-135m --type q8_0 --seed 1 -o model.gguf
+ * Any dimension of the shape can be overridden (--n-layer 7, ...).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "kernels/types.h"
+#include "synth.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: baton-mkmodel [--shape NAME] [--type T] [--seed N] -o FILE [overrides]\n"
+            "  --shape NAME      %s (default tiny)\n"
+            "  --type T          f32, f16, bf16 or q8_0 for every matrix (default f32)\n"
+            "  --seed N          random seed (default 1)\n"
+            "  -o, --output FILE where to write the GGUF\n"
+            "  overrides: --n-vocab --n-embd --n-layer --n-head --n-head-kv --n-ff --n-ctx N,\n"
+            "             --rope-base F, --tied, --untied\n",
+            bt_synth_shape_names());
+}
+
+enum {
+    OPT_SHAPE = 256, OPT_TYPE, OPT_SEED, OPT_VOCAB, OPT_EMBD, OPT_LAYER, OPT_HEAD, OPT_HEAD_KV,
+    OPT_FF, OPT_CTX, OPT_ROPE, OPT_TIED, OPT_UNTIED,
+};
+
+static bt_status_t parse_float(const char *flag, const char *s, float *out)
+{
+    char *end;
+    float v = strtof(s, &end);
+    if (*s == '\0' || *end != '\0' || !(v > 0.0f && v < 1e30f)) {
+        bt_log_error("%s: '%s' is not a positive number", flag, s);
+        return BT_ERR_ARG;
+    }
+    *out = v;
+    return BT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"shape", required_argument, 0, OPT_SHAPE},   {"type", required_argument, 0, OPT_TYPE},
+        {"seed", required_argument, 0, OPT_SEED},     {"output", required_argument, 0, 'o'},
+        {"n-vocab", required_argument, 0, OPT_VOCAB}, {"n-embd", required_argument, 0, OPT_EMBD},
+        {"n-layer", required_argument, 0, OPT_LAYER}, {"n-head", required_argument, 0, OPT_HEAD},
+        {"n-head-kv", required_argument, 0, OPT_HEAD_KV},
+        {"n-ff", required_argument, 0, OPT_FF},       {"n-ctx", required_argument, 0, OPT_CTX},
+        {"rope-base", required_argument, 0, OPT_ROPE}, {"tied", no_argument, 0, OPT_TIED},
+        {"untied", no_argument, 0, OPT_UNTIED},       {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    /* The shape comes first so overrides apply whatever the flag order. */
+    const char *shape_name = "tiny";
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--shape") == 0)
+            shape_name = argv[i + 1];
+    bt_synth_shape_t s;
+    if (bt_synth_shape(shape_name, &s) != BT_OK)
+        return 2;
+
+    const char *out = NULL;
+    uint32_t type = BT_TYPE_F32;
+    uint64_t seed = 1;
+    bt_status_t st = BT_OK;
+    int c;
+    opterr = 0;
+    while (st == BT_OK && (c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_SHAPE: break; /* handled above */
+        case OPT_TYPE: {
+            int t = bt_type_from_name(optarg);
+            if (t < 0 || !bt_type_supported((uint32_t)t)) {
+                bt_log_error("--type: '%s' is not a type baton can write (f32, f16, bf16, q8_0)",
+                             optarg);
+                st = BT_ERR_ARG;
+            }
+            type = (uint32_t)t;
+            break;
+        }
+        case OPT_SEED: st = bt_parse_u64("--seed", optarg, &seed); break;
+        case 'o': out = optarg; break;
+        case OPT_VOCAB: st = bt_parse_int("--n-vocab", optarg, 1, 1 << 24, &s.n_vocab); break;
+        case OPT_EMBD: st = bt_parse_int("--n-embd", optarg, 1, 1 << 20, &s.n_embd); break;
+        case OPT_LAYER: st = bt_parse_int("--n-layer", optarg, 1, 4096, &s.n_layer); break;
+        case OPT_HEAD: st = bt_parse_int("--n-head", optarg, 1, 4096, &s.n_head); break;
+        case OPT_HEAD_KV: st = bt_parse_int("--n-head-kv", optarg, 1, 4096, &s.n_head_kv); break;
+        case OPT_FF: st = bt_parse_int("--n-ff", optarg, 1, 1 << 22, &s.n_ff); break;
+        case OPT_CTX: st = bt_parse_int("--n-ctx", optarg, 1, 1 << 24, &s.n_ctx_train); break;
+        case OPT_ROPE: st = parse_float("--rope-base", optarg, &s.rope_base); break;
+        case OPT_TIED: s.tied = true; break;
+        case OPT_UNTIED: s.tied = false; break;
+        case 'h': usage(stdout); return 0;
+        case ':':
+            bt_log_error("option '%s' needs a value", argv[optind - 1]);
+            st = BT_ERR_ARG;
+            break;
+        default:
+            bt_log_error("unknown option '%s'", argv[optind - 1]);
+            st = BT_ERR_ARG;
+            break;
+        }
+    }
+    if (st == BT_OK && optind < argc) {
+        bt_log_error("unexpected argument '%s'", argv[optind]);
+        st = BT_ERR_ARG;
+    }
+    if (st == BT_OK && out == NULL) {
+        bt_log_error("no output file given (-o FILE)");
+        st = BT_ERR_ARG;
+    }
+    if (st != BT_OK) {
+        usage(stderr);
+        return 2;
+    }
+    double t0 = bt_now();
+    if (bt_synth_write(out, &s, type, seed) != BT_OK)
+        return 1;
+    fprintf(stderr, "wrote %s: shape %s, %s, %d layers, n_embd %d, %.1f M params, seed %llu "
+                    "(%.1f s)\n",
+            out, s.name, bt_type_info(type)->name, s.n_layer, s.n_embd,
+            (double)bt_synth_n_params(&s) / 1e6, (unsigned long long)seed, bt_now() - t0);
+    printf("%s\n", out);
+    return 0;
+}

@@ -1,0 +1,306 @@
+/* model.c: llama hyperparameters from GGUF metadata and the binding of one
+ * layer range's tensors. Reads in the order of a layer: hyperparameters,
+ * embeddings, layers, head. */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Upper bound for any dimension: keeps every size product in int64 range. */
+#define DIM_MAX (1 << 24)
+
+/* ---- hyperparameters ---- */
+
+/* Reads a required (dflt < 0) or optional positive integer key. */
+static bt_status_t get_dim(const bt_gguf_t *g, const char *key, int dflt, int *out)
+{
+    uint32_t v;
+    bt_status_t st = bt_gguf_get_u32(g, key, &v);
+    if (st == BT_ERR_ARG) {
+        if (dflt < 0) {
+            bt_log_error("model: %s: required key '%s' is missing", g->path, key);
+            return BT_ERR_FORMAT;
+        }
+        *out = dflt;
+        return BT_OK;
+    }
+    if (st != BT_OK)
+        return st;
+    if (v == 0 || v > DIM_MAX) {
+        bt_log_error("model: %s: %s = %u is out of range (1..%d)", g->path, key, v, DIM_MAX);
+        return BT_ERR_FORMAT;
+    }
+    *out = (int)v;
+    return BT_OK;
+}
+
+static bt_status_t get_float(const bt_gguf_t *g, const char *key, float dflt, float *out)
+{
+    bt_status_t st = bt_gguf_get_f32(g, key, out);
+    if (st == BT_ERR_ARG) {
+        *out = dflt;
+        return BT_OK;
+    }
+    if (st == BT_OK && !(*out > 0.0f && *out < 1e30f)) {
+        bt_log_error("model: %s: %s = %g must be positive and finite", g->path, key, *out);
+        return BT_ERR_FORMAT;
+    }
+    return st;
+}
+
+static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
+{
+    bt_gguf_str_t arch;
+    if (bt_gguf_get_str(g, "general.architecture", &arch) != BT_OK) {
+        bt_log_error("model: %s: general.architecture is missing or not a string", g->path);
+        return BT_ERR_FORMAT;
+    }
+    if (!bt_gguf_str_eq(arch, "llama")) {
+        bt_log_error("model: %s: architecture '%.*s' is not supported (only 'llama')", g->path,
+                     (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+        return BT_ERR_UNSUPPORTED;
+    }
+    bt_status_t st;
+    if ((st = get_dim(g, "llama.block_count", -1, &hp->n_layer)) ||
+        (st = get_dim(g, "llama.embedding_length", -1, &hp->n_embd)) ||
+        (st = get_dim(g, "llama.feed_forward_length", -1, &hp->n_ff)) ||
+        (st = get_dim(g, "llama.attention.head_count", -1, &hp->n_head)) ||
+        (st = get_dim(g, "llama.attention.head_count_kv", hp->n_head, &hp->n_head_kv)) ||
+        (st = get_dim(g, "llama.context_length", 2048, &hp->n_ctx_train)) ||
+        (st = get_float(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps)) ||
+        (st = get_float(g, "llama.rope.freq_base", 10000.0f, &hp->rope_base)))
+        return st;
+    if (hp->n_embd % hp->n_head != 0 &&
+        bt_gguf_find_kv(g, "llama.attention.key_length") == NULL) {
+        bt_log_error("model: %s: embedding_length %d is not a multiple of head_count %d", g->path,
+                     hp->n_embd, hp->n_head);
+        return BT_ERR_FORMAT;
+    }
+    if ((st = get_dim(g, "llama.attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim)) ||
+        (st = get_dim(g, "llama.rope.dimension_count", hp->head_dim, &hp->n_rot)))
+        return st;
+    int v_len;
+    if ((st = get_dim(g, "llama.attention.value_length", hp->head_dim, &v_len)))
+        return st;
+    if (v_len != hp->head_dim) {
+        bt_log_error("model: %s: value_length %d differs from key_length %d (not supported)",
+                     g->path, v_len, hp->head_dim);
+        return BT_ERR_UNSUPPORTED;
+    }
+    if (hp->n_head % hp->n_head_kv != 0) {
+        bt_log_error("model: %s: head_count %d is not a multiple of head_count_kv %d", g->path,
+                     hp->n_head, hp->n_head_kv);
+        return BT_ERR_FORMAT;
+    }
+    if (hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0) {
+        bt_log_error("model: %s: rope.dimension_count %d must be even and at most head dim %d",
+                     g->path, hp->n_rot, hp->head_dim);
+        return BT_ERR_FORMAT;
+    }
+    if ((int64_t)hp->n_head * hp->head_dim > DIM_MAX) {
+        bt_log_error("model: %s: head_count %d x head dim %d is too large", g->path, hp->n_head,
+                     hp->head_dim);
+        return BT_ERR_FORMAT;
+    }
+    /* vocab: the embedding's row count, else llama.vocab_size */
+    const bt_gguf_tensor_t *emb = bt_gguf_find_tensor(g, "token_embd.weight");
+    if (emb != NULL && emb->n_dims == 2 && emb->ne[1] <= DIM_MAX) {
+        hp->n_vocab = (int)emb->ne[1];
+    } else if ((st = get_dim(g, "llama.vocab_size", -1, &hp->n_vocab))) {
+        return st;
+    }
+    return BT_OK;
+}
+
+/* ---- tensors ---- */
+
+static bt_status_t find_tensor(const bt_model_t *m, const char *name, int64_t ne0, int64_t ne1,
+                               const bt_gguf_tensor_t **out)
+{
+    const bt_gguf_tensor_t *t = bt_gguf_find_tensor(m->gguf, name);
+    if (t == NULL) {
+        bt_log_error("model: %s: tensor '%s' is missing", m->gguf->path, name);
+        return BT_ERR_FORMAT;
+    }
+    bool shape_ok = t->ne[0] == (uint64_t)ne0 && t->ne[1] == (uint64_t)ne1 && t->ne[2] == 1 &&
+                    t->ne[3] == 1;
+    if (!shape_ok) {
+        bt_log_error("model: %s: tensor '%s' has shape [%llu, %llu, %llu, %llu], expected "
+                     "[%lld, %lld]",
+                     m->gguf->path, name, (unsigned long long)t->ne[0],
+                     (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                     (unsigned long long)t->ne[3], (long long)ne0, (long long)ne1);
+        return BT_ERR_FORMAT;
+    }
+    *out = t;
+    return BT_OK;
+}
+
+/* Binds a weight matrix stored as GGUF [n_in, n_out]. */
+static bt_status_t bind_matrix(bt_model_t *m, const char *name, int64_t n_in, int64_t n_out,
+                               bt_matrix_t *out)
+{
+    const bt_gguf_tensor_t *t;
+    bt_status_t st = find_tensor(m, name, n_in, n_out, &t);
+    if (st != BT_OK)
+        return st;
+    if (!bt_type_supported(t->type)) {
+        const bt_type_info_t *ti = bt_type_info(t->type);
+        bt_log_error("model: %s: tensor '%s' has type %s (%u), which baton cannot compute with yet",
+                     m->gguf->path, name, ti ? ti->name : "unknown", t->type);
+        return BT_ERR_UNSUPPORTED;
+    }
+    uint64_t row_bytes;
+    bt_type_row_bytes(t->type, (uint64_t)n_in, &row_bytes); /* validated by gguf */
+    *out = (bt_matrix_t){t->data, t->type, n_in, n_out, row_bytes};
+    m->weight_bytes += t->n_bytes;
+    return BT_OK;
+}
+
+/* Binds a norm weight vector; these are f32 in every llama GGUF. */
+static bt_status_t bind_vector(bt_model_t *m, const char *name, int64_t n, const float **out)
+{
+    const bt_gguf_tensor_t *t;
+    bt_status_t st = find_tensor(m, name, n, 1, &t);
+    if (st != BT_OK)
+        return st;
+    if (t->type != BT_TYPE_F32) {
+        bt_log_error("model: %s: tensor '%s' must be f32, found type %u", m->gguf->path, name,
+                     t->type);
+        return BT_ERR_UNSUPPORTED;
+    }
+    *out = t->data;
+    m->weight_bytes += t->n_bytes;
+    return BT_OK;
+}
+
+static bt_status_t bind_layer(bt_model_t *m, int il, bt_layer_t *l)
+{
+    const bt_hparams_t *hp = &m->hp;
+    const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    char name[64];
+    bt_status_t st;
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    if ((st = bind_vector(m, NAME("attn_norm.weight"), hp->n_embd, &l->attn_norm)) ||
+        (st = bind_matrix(m, NAME("attn_q.weight"), hp->n_embd, q_dim, &l->wq)) ||
+        (st = bind_matrix(m, NAME("attn_k.weight"), hp->n_embd, kv_dim, &l->wk)) ||
+        (st = bind_matrix(m, NAME("attn_v.weight"), hp->n_embd, kv_dim, &l->wv)) ||
+        (st = bind_matrix(m, NAME("attn_output.weight"), q_dim, hp->n_embd, &l->wo)) ||
+        (st = bind_vector(m, NAME("ffn_norm.weight"), hp->n_embd, &l->ffn_norm)) ||
+        (st = bind_matrix(m, NAME("ffn_gate.weight"), hp->n_embd, hp->n_ff, &l->w_gate)) ||
+        (st = bind_matrix(m, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, &l->w_up)) ||
+        (st = bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &l->w_down)))
+        return st;
+#undef NAME
+    return BT_OK;
+}
+
+static bt_status_t bind_all(bt_model_t *m)
+{
+    const bt_hparams_t *hp = &m->hp;
+    bt_status_t st;
+    m->tied = bt_gguf_find_tensor(m->gguf, "output.weight") == NULL;
+    if (m->with_embed || (m->with_head && m->tied)) {
+        if ((st = bind_matrix(m, "token_embd.weight", hp->n_embd, hp->n_vocab, &m->tok_embd)))
+            return st;
+    }
+    for (int il = m->first; il < m->last; il++)
+        if ((st = bind_layer(m, il, &m->layers[il - m->first])))
+            return st;
+    if (m->with_head) {
+        if ((st = bind_vector(m, "output_norm.weight", hp->n_embd, &m->out_norm)))
+            return st;
+        if (m->tied)
+            m->output = m->tok_embd;
+        else if ((st = bind_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, &m->output)))
+            return st;
+    }
+    return BT_OK;
+}
+
+bt_status_t bt_model_open(const char *path, bt_model_t **out)
+{
+    bt_model_t *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return BT_ERR_NOMEM;
+    bt_status_t st = bt_gguf_open(path, &m->gguf);
+    if (st != BT_OK) {
+        free(m);
+        return st;
+    }
+    if ((st = read_hparams(m->gguf, &m->hp))) {
+        bt_model_free(m);
+        return st;
+    }
+    uint32_t ft;
+    m->file_type = bt_gguf_get_u32(m->gguf, "general.file_type", &ft) == BT_OK ? ft : 0;
+    *out = m;
+    return BT_OK;
+}
+
+bt_status_t bt_model_bind(bt_model_t *m, int first, int last, bool with_embed, bool with_head)
+{
+    if (last < 0)
+        last = m->hp.n_layer;
+    if (m->layers != NULL) {
+        bt_log_error("model: %s: already bound", m->gguf->path);
+        return BT_ERR_ARG;
+    }
+    if (first < 0 || first > last || last > m->hp.n_layer) {
+        bt_log_error("model: %s: layer range [%d, %d) is outside the model's %d layers",
+                     m->gguf->path, first, last, m->hp.n_layer);
+        return BT_ERR_ARG;
+    }
+    m->first = first;
+    m->last = last;
+    m->with_embed = with_embed;
+    m->with_head = with_head;
+    m->layers = calloc((size_t)(last - first) + 1, sizeof *m->layers);
+    if (m->layers == NULL)
+        return BT_ERR_NOMEM;
+    bt_status_t st = bind_all(m);
+    if (st != BT_OK) {
+        free(m->layers);
+        m->layers = NULL;
+    }
+    return st;
+}
+
+bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed, bool with_head,
+                          bt_model_t **out)
+{
+    bt_model_t *m;
+    bt_status_t st = bt_model_open(path, &m);
+    if (st != BT_OK)
+        return st;
+    if ((st = bt_model_bind(m, first, last, with_embed, with_head))) {
+        bt_model_free(m);
+        return st;
+    }
+    *out = m;
+    return BT_OK;
+}
+
+void bt_model_free(bt_model_t *m)
+{
+    if (m == NULL)
+        return;
+    free(m->layers);
+    bt_gguf_close(m->gguf);
+    free(m);
+}
+
+int64_t bt_model_max_n_in(const bt_model_t *m)
+{
+    int64_t q_dim = (int64_t)m->hp.n_head * m->hp.head_dim;
+    int64_t n = m->hp.n_embd;
+    if (m->last > m->first) {
+        if (m->hp.n_ff > n)
+            n = m->hp.n_ff;
+        if (q_dim > n)
+            n = q_dim;
+    }
+    return n;
+}

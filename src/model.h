@@ -1,0 +1,79 @@
+/*
+ * model.h: a llama-family model's hyperparameters and the tensors of ONE
+ * layer range, bound from a GGUF file.
+ *
+ * bt_model_load() opens the file (bt_gguf_open validates it), reads the
+ * llama.* hyperparameters, and binds the weights a stage needs: layers
+ * [first, last), plus the token embeddings when with_embed, plus the final
+ * norm and output head when with_head (the head is token_embd.weight when
+ * output.weight is absent: tied embeddings). Tensors outside that set are
+ * never touched, so their pages are never read. Every bound tensor's type
+ * and shape is checked; a mismatch is BT_ERR_FORMAT naming the tensor, the
+ * expected and the found shape; an unsupported type is BT_ERR_UNSUPPORTED.
+ */
+#ifndef BT_MODEL_H
+#define BT_MODEL_H
+
+#include <stdbool.h>
+
+#include "common.h"
+#include "gguf.h"
+#include "kernels/kernels.h"
+
+typedef struct bt_hparams {
+    int n_vocab;
+    int n_embd;
+    int n_layer;
+    int n_head;
+    int n_head_kv;
+    int head_dim; /* n_embd / n_head unless llama.attention.key_length says */
+    int n_ff;
+    int n_rot;    /* llama.rope.dimension_count, default head_dim */
+    int n_ctx_train;
+    float rms_eps;
+    float rope_base;
+} bt_hparams_t;
+
+typedef struct bt_layer {
+    const float *attn_norm; /* [n_embd] */
+    bt_matrix_t wq;         /* [n_head * head_dim, n_embd] */
+    bt_matrix_t wk;         /* [n_head_kv * head_dim, n_embd] */
+    bt_matrix_t wv;         /* [n_head_kv * head_dim, n_embd] */
+    bt_matrix_t wo;         /* [n_embd, n_head * head_dim] */
+    const float *ffn_norm;  /* [n_embd] */
+    bt_matrix_t w_gate;     /* [n_ff, n_embd] */
+    bt_matrix_t w_up;       /* [n_ff, n_embd] */
+    bt_matrix_t w_down;     /* [n_embd, n_ff] */
+} bt_layer_t;
+
+typedef struct bt_model {
+    bt_gguf_t *gguf; /* owned */
+    bt_hparams_t hp;
+    int first, last; /* bound layers [first, last) */
+    bool with_embed, with_head;
+    bool tied;       /* output head is token_embd.weight */
+    bt_matrix_t tok_embd;    /* [n_vocab, n_embd] rows = tokens; with_embed (or tied head) */
+    const float *out_norm;   /* [n_embd]; with_head */
+    bt_matrix_t output;      /* [n_vocab, n_embd]; with_head */
+    bt_layer_t *layers;      /* last - first entries; layers[i] is layer first + i */
+    uint64_t weight_bytes;   /* bytes of the tensors bound (each counted once) */
+    uint32_t file_type;      /* general.file_type, or the type of most weights */
+} bt_model_t;
+
+/* Opens path and reads the hyperparameters; binds no tensor yet (so a
+ * pipeline can partition the layers first). */
+bt_status_t bt_model_open(const char *path, bt_model_t **out);
+
+/* Binds layers [first, last) (last = -1 means n_layer) plus embeddings and
+ * head as asked. Once per model. */
+bt_status_t bt_model_bind(bt_model_t *m, int first, int last, bool with_embed, bool with_head);
+
+/* bt_model_open + bt_model_bind. */
+bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed, bool with_head,
+                          bt_model_t **out);
+void bt_model_free(bt_model_t *m);
+
+/* Largest n_in of any bound matrix (sizes the matmul scratch). */
+int64_t bt_model_max_n_in(const bt_model_t *m);
+
+#endif /* BT_MODEL_H */

@@ -1,0 +1,346 @@
+/*
+ * check_model.c: the model, the forward pass and synthetic models.
+ *   golden:    logits and greedy tokens against ../shared/golden (llama.cpp)
+ *   invariance: one batch vs micro-batches of 1, 3 and 8 -> bitwise equal
+ *   synth:     baton-mkmodel's writer for every type loads and runs
+ *   limits:    bad hyperparameters and shapes are refused with a status
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "gguf.h"
+#include "model.h"
+#include "sampler.h"
+#include "synth.h"
+#include "testutil.h"
+
+static char *tmpdir;
+
+/* Prompt of n tokens then greedy decode of n_gen steps; logits of every
+ * position go to rows [n + n_gen, n_vocab]; ids[0..n_gen] the greedy ids. */
+static void run_model(const bt_model_t *m, const bt_ops_t *ops, const int32_t *tokens, int n,
+                      int ubatch, int n_gen, int n_threads, float *rows, int32_t *ids)
+{
+    const int n_vocab = m->hp.n_vocab, n_embd = m->hp.n_embd;
+    bt_forward_t *f;
+    ck_assert_int_eq(bt_forward_init(m, ops, n + n_gen, ubatch, n_threads, &f), BT_OK);
+    float *x = malloc((size_t)ubatch * n_embd * sizeof(float));
+    for (int pos = 0; pos < n; pos += ubatch) {
+        int nt = n - pos < ubatch ? n - pos : ubatch;
+        ck_assert_int_eq(bt_forward_embed(f, tokens + pos, nt, x), BT_OK);
+        ck_assert_int_eq(bt_forward_layers(f, x, nt, pos), BT_OK);
+        bt_forward_head(f, x, nt, rows + (size_t)pos * n_vocab);
+    }
+    ids[0] = bt_sample_greedy(rows + (size_t)(n - 1) * n_vocab, n_vocab);
+    for (int i = 0; i < n_gen; i++) {
+        float *row = rows + (size_t)(n + i) * n_vocab;
+        ck_assert_int_eq(bt_forward_embed(f, &ids[i], 1, x), BT_OK);
+        ck_assert_int_eq(bt_forward_layers(f, x, 1, n + i), BT_OK);
+        bt_forward_head(f, x, 1, row);
+        ids[i + 1] = bt_sample_greedy(row, n_vocab);
+    }
+    free(x);
+    bt_forward_free(f);
+}
+
+/* ---- golden ---- */
+
+static void golden_check(const bt_ops_t *ops, int ubatch, int n_threads)
+{
+    const char *dir = tu_golden_dir();
+    if (dir == NULL)
+        return;
+    char path[700];
+    snprintf(path, sizeof path, "%s/tiny-llama-golden-f32.gguf", dir);
+    bt_model_t *m;
+    ck_assert_int_eq(bt_model_load(path, 0, -1, true, true, &m), BT_OK);
+    ck_assert_int_eq(m->hp.n_vocab, 256);
+    ck_assert(!m->tied);
+    snprintf(path, sizeof path, "%s/tiny-llama-golden-f32.logits.bin", dir);
+    size_t size;
+    float *ref = tu_read_file(path, &size);
+    ck_assert_ptr_nonnull(ref);
+    ck_assert_uint_eq(size, 40 * 256 * sizeof(float));
+
+    int32_t tokens[32], ids[9];
+    for (int i = 0; i < 32; i++)
+        tokens[i] = i + 1;
+    float *rows = malloc(40 * 256 * sizeof(float));
+    run_model(m, ops, tokens, 32, ubatch, 8, n_threads, rows, ids);
+    double max_diff = 0.0;
+    for (int i = 0; i < 40 * 256; i++)
+        max_diff = fmax(max_diff, fabs((double)rows[i] - ref[i]));
+    static const int32_t expect[9] = {235, 206, 155, 56, 69, 202, 167, 91, 210};
+    for (int i = 0; i < 9; i++)
+        ck_assert_int_eq(ids[i], expect[i]);
+    fprintf(stderr, "golden %s ub %d threads %d: max abs diff %.3g\n", ops->name, ubatch,
+            n_threads, max_diff);
+    ck_assert_double_le(max_diff, 1e-4);
+    free(rows);
+    free(ref);
+    bt_model_free(m);
+}
+
+START_TEST(test_golden_cpu) { golden_check(&bt_ops_cpu, 32, 1); }
+END_TEST
+START_TEST(test_golden_cpu_ub8_threads2) { golden_check(&bt_ops_cpu, 8, 2); }
+END_TEST
+START_TEST(test_golden_ref) { golden_check(&bt_ops_ref, 32, 1); }
+END_TEST
+
+/* ---- batch invariance ---- */
+
+static char *write_synth(const char *name, const char *shape, uint32_t type, int n_layer)
+{
+    static char path[700];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    bt_synth_shape_t s;
+    ck_assert_int_eq(bt_synth_shape(shape, &s), BT_OK);
+    if (n_layer > 0)
+        s.n_layer = n_layer;
+    ck_assert_int_eq(bt_synth_write(path, &s, type, 42), BT_OK);
+    return path;
+}
+
+static void invariance_check(uint32_t type)
+{
+    const char *path = write_synth("inv.gguf", "tiny", type, 7);
+    bt_model_t *m;
+    ck_assert_int_eq(bt_model_load(path, 0, -1, true, true, &m), BT_OK);
+    const int n = 32, n_gen = 4, n_vocab = m->hp.n_vocab;
+    int32_t tokens[32];
+    for (int i = 0; i < n; i++)
+        tokens[i] = (i * 37 + 11) % n_vocab;
+    size_t bytes = (size_t)(n + n_gen) * n_vocab * sizeof(float);
+    float *whole = malloc(bytes), *split = malloc(bytes);
+    int32_t ids_whole[5], ids_split[5];
+    run_model(m, &bt_ops_cpu, tokens, n, n, n_gen, 2, whole, ids_whole);
+    static const int ubs[] = {1, 3, 8};
+    for (size_t i = 0; i < sizeof ubs / sizeof ubs[0]; i++) {
+        for (int threads = 1; threads <= 2; threads++) {
+            memset(split, 0, bytes);
+            run_model(m, &bt_ops_cpu, tokens, n, ubs[i], n_gen, threads, split, ids_split);
+            ck_assert_msg(memcmp(whole, split, bytes) == 0,
+                          "type %u: logits with micro-batch %d, %d threads differ from one batch",
+                          type, ubs[i], threads);
+            ck_assert_mem_eq(ids_whole, ids_split, sizeof ids_whole);
+        }
+    }
+    for (size_t i = 0; i < bytes / sizeof(float); i++)
+        ck_assert(isfinite(whole[i]));
+    free(whole);
+    free(split);
+    bt_model_free(m);
+}
+
+START_TEST(test_invariance_f32) { invariance_check(BT_TYPE_F32); }
+END_TEST
+START_TEST(test_invariance_q8_0) { invariance_check(BT_TYPE_Q8_0); }
+END_TEST
+
+/* ---- synthetic models ---- */
+
+START_TEST(test_synth_types)
+{
+    static const uint32_t types[] = {BT_TYPE_F32, BT_TYPE_F16, BT_TYPE_BF16, BT_TYPE_Q8_0};
+    static const uint32_t file_types[] = {0, 1, 32, 7}; /* general.file_type of each */
+    float *rows[4];
+    for (int i = 0; i < 4; i++) {
+        const char *path = write_synth("types.gguf", "tiny", types[i], 0);
+        bt_model_t *m;
+        ck_assert_int_eq(bt_model_load(path, 0, -1, true, true, &m), BT_OK);
+        ck_assert_int_eq(m->hp.n_layer, 4);
+        ck_assert_uint_eq(m->file_type, file_types[i]);
+        int32_t tokens[5] = {1, 2, 3, 4, 5}, ids[3];
+        rows[i] = malloc(7 * 256 * sizeof(float));
+        run_model(m, &bt_ops_cpu, tokens, 5, 5, 2, 1, rows[i], ids);
+        for (int j = 0; j < 7 * 256; j++)
+            ck_assert(isfinite(rows[i][j]));
+        bt_model_free(m);
+    }
+    /* Same seed, same weights up to the type's rounding: logits stay close
+     * to f32's (a loose bound: this checks the types decode the same model,
+     * not their precision). */
+    for (int i = 1; i < 4; i++) {
+        double max_diff = 0.0;
+        for (int j = 0; j < 7 * 256; j++)
+            max_diff = fmax(max_diff, fabs((double)rows[i][j] - rows[0][j]));
+        ck_assert_msg(max_diff < 0.5, "type %u: logits differ from f32 by %g", types[i], max_diff);
+        free(rows[i]);
+    }
+    free(rows[0]);
+}
+END_TEST
+
+START_TEST(test_synth_deterministic)
+{
+    size_t na, nb;
+    char a[700];
+    snprintf(a, sizeof a, "%s", write_synth("a.gguf", "tiny", BT_TYPE_Q8_0, 2));
+    const char *b = write_synth("b.gguf", "tiny", BT_TYPE_Q8_0, 2);
+    void *da = tu_read_file(a, &na), *db = tu_read_file(b, &nb);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_mem_eq(da, db, na);
+    free(da);
+    free(db);
+}
+END_TEST
+
+START_TEST(test_synth_tied_and_range)
+{
+    bt_synth_shape_t s;
+    ck_assert_int_eq(bt_synth_shape("tiny", &s), BT_OK);
+    s.tied = true;
+    s.n_layer = 5;
+    char path[700];
+    snprintf(path, sizeof path, "%s/tied.gguf", tmpdir);
+    ck_assert_int_eq(bt_synth_write(path, &s, BT_TYPE_F32, 3), BT_OK);
+    bt_model_t *m;
+    /* a middle stage: layers 2..3, no embeddings, no head */
+    ck_assert_int_eq(bt_model_load(path, 2, 4, false, false, &m), BT_OK);
+    ck_assert_ptr_null(m->tok_embd.data);
+    ck_assert_ptr_null(m->out_norm);
+    ck_assert_int_eq(m->last - m->first, 2);
+    bt_model_free(m);
+    /* a last stage of a tied model binds token_embd as its head */
+    ck_assert_int_eq(bt_model_load(path, 4, 5, false, true, &m), BT_OK);
+    ck_assert(m->tied);
+    ck_assert_ptr_eq(m->output.data, m->tok_embd.data);
+    bt_model_free(m);
+    /* out-of-range layer range */
+    ck_assert_int_eq(bt_model_load(path, 3, 9, false, false, &m), BT_ERR_ARG);
+}
+END_TEST
+
+START_TEST(test_synth_named_shapes)
+{
+    bt_synth_shape_t s;
+    ck_assert_int_eq(bt_synth_shape("smollm2-135m", &s), BT_OK);
+    ck_assert_int_eq(s.n_embd, 576);
+    ck_assert_int_eq(s.n_layer, 30);
+    ck_assert_int_eq(s.n_head, 9);
+    ck_assert_int_eq(s.n_head_kv, 3);
+    ck_assert_int_eq(s.n_ff, 1536);
+    ck_assert_int_eq(s.n_vocab, 49152);
+    ck_assert_float_eq(s.rope_base, 100000.0f);
+    /* 134.5 M parameters, as SmolLM2-135M */
+    ck_assert_uint_eq(bt_synth_n_params(&s) / 100000, 1345);
+    ck_assert_int_eq(bt_synth_shape("llama-1b", &s), BT_OK);
+    ck_assert_int_eq(s.n_embd, 2048);
+    ck_assert_int_eq(s.n_layer, 16);
+    ck_assert_int_eq(s.n_head, 32);
+    ck_assert_int_eq(s.n_head_kv, 8);
+    ck_assert_int_eq(s.n_ff, 8192);
+    ck_assert_int_eq(s.n_vocab, 128256);
+    ck_assert_int_eq(bt_synth_shape("nope", &s), BT_ERR_ARG);
+}
+END_TEST
+
+/* ---- limits: models the loader must refuse ---- */
+
+/* Writes a tiny model with one metadata value replaced. */
+static const char *write_variant(const char *key, uint32_t value, const char *arch)
+{
+    static char path[700];
+    snprintf(path, sizeof path, "%s/variant.gguf", tmpdir);
+    bt_gguf_writer_t *w;
+    ck_assert_int_eq(bt_gguf_writer_init(&w), BT_OK);
+    bt_gguf_writer_set_str(w, "general.architecture", arch);
+    const char *keys[] = {"llama.block_count", "llama.embedding_length",
+                          "llama.feed_forward_length", "llama.attention.head_count",
+                          "llama.attention.head_count_kv"};
+    const uint32_t vals[] = {1, 64, 160, 4, 2};
+    for (int i = 0; i < 5; i++)
+        bt_gguf_writer_set_u32(w, keys[i], strcmp(keys[i], key) == 0 ? value : vals[i]);
+    ck_assert_int_eq(bt_gguf_writer_begin(w, path), BT_OK);
+    ck_assert_int_eq(bt_gguf_writer_finish(w), BT_OK);
+    bt_gguf_writer_free(w);
+    return path;
+}
+
+START_TEST(test_limits_hparams)
+{
+    bt_model_t *m;
+    ck_assert_int_eq(bt_model_load(write_variant("", 0, "qwen2"), 0, -1, true, true, &m),
+                     BT_ERR_UNSUPPORTED);
+    ck_assert_int_eq(
+        bt_model_load(write_variant("llama.attention.head_count", 5, "llama"), 0, -1, 1, 1, &m),
+        BT_ERR_FORMAT);
+    ck_assert_int_eq(
+        bt_model_load(write_variant("llama.attention.head_count_kv", 3, "llama"), 0, -1, 1, 1,
+                      &m),
+        BT_ERR_FORMAT);
+    ck_assert_int_eq(
+        bt_model_load(write_variant("llama.block_count", 0, "llama"), 0, -1, 1, 1, &m),
+        BT_ERR_FORMAT);
+    /* valid metadata but no tensors */
+    ck_assert_int_eq(bt_model_load(write_variant("", 0, "llama"), 0, -1, 1, 1, &m),
+                     BT_ERR_FORMAT);
+}
+END_TEST
+
+START_TEST(test_limits_forward)
+{
+    const char *path = write_synth("lim.gguf", "tiny", BT_TYPE_F32, 1);
+    bt_model_t *m;
+    ck_assert_int_eq(bt_model_load(path, 0, -1, true, true, &m), BT_OK);
+    bt_forward_t *f;
+    ck_assert_int_eq(bt_forward_init(m, &bt_ops_cpu, 0, 4, 1, &f), BT_ERR_ARG);
+    ck_assert_int_eq(bt_forward_init(m, &bt_ops_cpu, 8, 4, 1, &f), BT_OK);
+    float x[5 * 64];
+    int32_t bad = 256, good[5] = {0, 1, 2, 3, 4};
+    ck_assert_int_eq(bt_forward_embed(f, &bad, 1, x), BT_ERR_ARG);
+    ck_assert_int_eq(bt_forward_embed(f, good, 5, x), BT_OK);
+    ck_assert_int_eq(bt_forward_layers(f, x, 5, 0), BT_ERR_ARG); /* > max_tok */
+    ck_assert_int_eq(bt_forward_layers(f, x, 4, 5), BT_ERR_ARG); /* past n_ctx */
+    ck_assert_int_eq(bt_forward_layers(f, x, 4, 4), BT_OK);
+    bt_forward_free(f);
+    bt_model_free(m);
+}
+END_TEST
+
+static Suite *model_suite(void)
+{
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("golden");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_golden_cpu);
+    tcase_add_test(tc, test_golden_cpu_ub8_threads2);
+    tcase_add_test(tc, test_golden_ref);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("invariance");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_invariance_f32);
+    tcase_add_test(tc, test_invariance_q8_0);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("synth");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_synth_types);
+    tcase_add_test(tc, test_synth_deterministic);
+    tcase_add_test(tc, test_synth_tied_and_range);
+    tcase_add_test(tc, test_synth_named_shapes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("limits");
+    tcase_add_test(tc, test_limits_hparams);
+    tcase_add_test(tc, test_limits_forward);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    tmpdir = tu_mkdtemp();
+    if (tmpdir == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    SRunner *sr = srunner_create(model_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    tu_rmdir_all(tmpdir);
+    return failed == 0 ? 0 : 1;
+}
