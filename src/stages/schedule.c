@@ -1,0 +1,351 @@
+/* schedule.c: pipeline setup, GPipe and synchronous prefill, the decode ring. */
+#include "stages/schedule.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "sampler.h"
+#include "stages/partition.h"
+
+/* ---- setup ---- */
+
+/* One collective step of setup: all ranks learn whether any failed, and
+ * only the lowest failing rank prints what it captured. */
+static bt_status_t agree(bt_pipe_t *p, bt_status_t st)
+{
+    int mine = st != BT_OK ? p->rank : p->n_stages, first;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, p->comm);
+    bt_log_flush_captured(first == p->rank);
+    if (first == p->n_stages)
+        return BT_OK;
+    int code = (int)st;
+    MPI_Bcast(&code, 1, MPI_INT, first, p->comm);
+    return (bt_status_t)code;
+}
+
+/* Rank 0 compares every rank's (file size, header hash) with its own and
+ * reports the ranks that opened a different model. */
+static bt_status_t check_same_model(bt_pipe_t *p)
+{
+    uint64_t mine[2] = {p->file_size, p->header_hash};
+    uint64_t *all = p->rank == 0 ? malloc(sizeof mine * (size_t)p->n_stages) : NULL;
+    MPI_Gather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, 0, p->comm);
+    bt_status_t st = BT_OK;
+    if (p->rank == 0) {
+        char list[512] = "";
+        size_t used = 0;
+        for (int r = 1; r < p->n_stages; r++)
+            if ((all[2 * r] != mine[0] || all[2 * r + 1] != mine[1]) && used < sizeof list)
+                used += (size_t)snprintf(list + used, sizeof list - used,
+                                         "%srank %d (%" PRIu64 " bytes, hash %016" PRIx64 ")",
+                                         used ? ", " : "", r, all[2 * r], all[2 * r + 1]);
+        if (used > 0) {
+            bt_log_error("ranks opened different model files: rank 0 has %" PRIu64
+                         " bytes, hash %016" PRIx64 "; differing: %s",
+                         mine[0], mine[1], list);
+            st = BT_ERR_ARG;
+        }
+        free(all);
+    }
+    return st;
+}
+
+static void progress_cb(void *arg) { bt_transport_progress(arg); }
+
+/* Per-token cost model: matmul weights of a layer; the head's weights
+ * scaled by the share of tokens that need logits; the embedding is a row
+ * lookup. */
+static bt_stage_costs_t stage_costs(const bt_hparams_t *hp, double head_share)
+{
+    double e = hp->n_embd, q = (double)hp->n_head * hp->head_dim;
+    double kv = (double)hp->n_head_kv * hp->head_dim;
+    return (bt_stage_costs_t){
+        .layer = e * (2 * q + 2 * kv) + 3 * e * hp->n_ff,
+        .embed = e,
+        .head = head_share * e * hp->n_vocab,
+    };
+}
+
+static bt_status_t partition(bt_pipe_t *p, const bt_pipe_config_t *cfg)
+{
+    bt_status_t st = BT_OK;
+    if (p->rank == 0) {
+        bt_stage_costs_t c = stage_costs(&p->model->hp, cfg->head_share);
+        st = bt_partition(p->model->hp.n_layer, p->n_stages, cfg->ratios, cfg->n_ratios, &c,
+                          p->bounds);
+    }
+    if ((st = agree(p, st)))
+        return st;
+    MPI_Bcast(p->bounds, p->n_stages + 1, MPI_INT, 0, p->comm);
+    return BT_OK;
+}
+
+bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cfg)
+{
+    *p = (bt_pipe_t){.comm = comm, .max_tok = cfg->max_tok, .all_logits = cfg->all_logits};
+    MPI_Comm_rank(comm, &p->rank);
+    MPI_Comm_size(comm, &p->n_stages);
+    p->first = p->rank == 0;
+    p->last = p->rank == p->n_stages - 1;
+    bt_log_capture(1);
+
+    bt_status_t st = bt_model_open(cfg->model_path, &p->model);
+    if ((st = agree(p, st)))
+        goto fail;
+    p->file_size = p->model->gguf->file_size;
+    p->header_hash = bt_gguf_header_hash(p->model->gguf);
+    if ((st = agree(p, check_same_model(p))))
+        goto fail;
+
+    p->bounds = malloc(sizeof(int) * (size_t)(p->n_stages + 1));
+    if ((st = agree(p, p->bounds ? BT_OK : BT_ERR_NOMEM)) || (st = partition(p, cfg)))
+        goto fail;
+
+    st = bt_model_bind(p->model, p->bounds[p->rank], p->bounds[p->rank + 1], p->first, p->last);
+    if ((st = agree(p, st)))
+        goto fail;
+
+    st = bt_forward_init(p->model, cfg->ops, cfg->n_ctx, cfg->max_tok, cfg->n_threads, &p->fwd);
+    if (st == BT_OK && p->last) {
+        size_t rows = cfg->all_logits ? (size_t)cfg->max_tok : 1;
+        p->logits = malloc(rows * (size_t)p->model->hp.n_vocab * sizeof(float));
+        if (p->logits == NULL) {
+            bt_log_error("cannot allocate logits for %zu rows of %d", rows,
+                         p->model->hp.n_vocab);
+            st = BT_ERR_NOMEM;
+        }
+    }
+    if (st == BT_OK && cfg->trace_events > 0) {
+        st = bt_trace_init(&p->trace, cfg->trace_events);
+        p->tracing = st == BT_OK;
+    }
+    if (st == BT_OK)
+        st = bt_transport_init(&p->tr, comm, cfg->max_tok, p->model->hp.n_embd,
+                               p->tracing ? &p->trace : NULL);
+    if ((st = agree(p, st)))
+        goto fail;
+    bt_forward_set_progress(p->fwd, progress_cb, &p->tr);
+    bt_log_capture(0);
+
+    if (p->rank == 0) {
+        char split[1024];
+        bt_partition_str(p->bounds, p->n_stages, split, sizeof split);
+        bt_log_info("%d stage%s: %s", p->n_stages, p->n_stages > 1 ? "s" : "", split);
+    }
+    return BT_OK;
+
+fail:
+    bt_log_capture(0);
+    bt_pipe_free(p);
+    return st;
+}
+
+void bt_pipe_free(bt_pipe_t *p)
+{
+    bt_transport_free(&p->tr);
+    if (p->tracing)
+        bt_trace_free(&p->trace);
+    free(p->logits);
+    bt_forward_free(p->fwd);
+    bt_model_free(p->model);
+    free(p->bounds);
+    *p = (bt_pipe_t){0};
+}
+
+/* ---- schedules ---- */
+
+/* Last stage: the logits this micro-batch needs, handed to on_logits. */
+static bt_status_t head(bt_pipe_t *p, const float *x, int nt, int pos, bool final,
+                        bt_logits_fn on_logits, void *arg, int32_t *token)
+{
+    const int n_vocab = p->model->hp.n_vocab, n_embd = p->model->hp.n_embd;
+    const float *last_row;
+    bt_status_t st = BT_OK;
+    if (p->all_logits) {
+        bt_forward_head(p->fwd, x, nt, p->logits);
+        if (on_logits != NULL)
+            st = on_logits(arg, p->logits, nt, pos);
+        last_row = p->logits + (size_t)(nt - 1) * n_vocab;
+    } else {
+        if (!final)
+            return BT_OK;
+        bt_forward_head(p->fwd, x + (size_t)(nt - 1) * n_embd, 1, p->logits);
+        if (on_logits != NULL)
+            st = on_logits(arg, p->logits, 1, pos + nt - 1);
+        last_row = p->logits;
+    }
+    if (final)
+        *token = bt_sample_greedy(last_row, n_vocab);
+    return st;
+}
+
+static void trace_span(bt_pipe_t *p, int kind, int mb, double t0)
+{
+    if (p->tracing)
+        bt_trace_add(&p->trace, kind, mb, t0, bt_trace_now(&p->trace));
+}
+
+static double trace_now(const bt_pipe_t *p) { return p->tracing ? bt_trace_now(&p->trace) : 0.0; }
+
+bt_status_t bt_pipe_prefill(bt_pipe_t *p, const int32_t *tokens, int n_tokens, int pos0,
+                            int ubatch, bt_pipe_mode_t mode, bt_logits_fn on_logits, void *arg,
+                            int32_t *next)
+{
+    if (ubatch < 1 || ubatch > p->max_tok || n_tokens < 1) {
+        bt_log_error("prefill: %d tokens in micro-batches of %d (at most %d)", n_tokens, ubatch,
+                     p->max_tok);
+        return BT_ERR_ARG;
+    }
+    bt_transport_t *t = &p->tr;
+    const int n_mb = (n_tokens + ubatch - 1) / ubatch;
+    const bool sync = mode == BT_PIPE_SYNC && p->n_stages > 1;
+    const int last_rank = p->n_stages - 1;
+    int32_t token = -1;
+    bt_status_t st = BT_OK;
+
+    if (!p->first && (st = bt_transport_post_recv(t, 0)))
+        return st;
+    for (int mb = 0; mb < n_mb && st == BT_OK; mb++) {
+        const int slot = mb % BT_TRANSPORT_SLOTS;
+        const int nt = n_tokens - mb * ubatch < ubatch ? n_tokens - mb * ubatch : ubatch;
+        const int pos = pos0 + mb * ubatch;
+        float *x = bt_transport_payload(t, slot); /* [nt, n_embd] */
+        if (p->first) {
+            if ((st = bt_transport_acquire(t, slot)))
+                break;
+            *bt_transport_header(t, slot) = (bt_act_header_t){mb, nt, pos, 0};
+        } else {
+            if ((st = bt_transport_wait_recv(t, slot, mb, nt)))
+                break;
+            if (mb + 1 < n_mb && (st = bt_transport_post_recv(t, (mb + 1) % BT_TRANSPORT_SLOTS)))
+                break;
+        }
+        double t0 = trace_now(p);
+        if (p->first && (st = bt_forward_embed(p->fwd, tokens + mb * ubatch, nt, x)))
+            break;
+        if ((st = bt_forward_layers(p->fwd, x, nt, pos)))
+            break;
+        if (p->last)
+            st = head(p, x, nt, pos, mb == n_mb - 1, on_logits, arg, &token);
+        trace_span(p, BT_EV_COMPUTE, mb, t0);
+        if (st != BT_OK)
+            break;
+        if (!p->last && (st = bt_transport_send(t, slot)))
+            break;
+        if (sync && mb + 1 < n_mb) {
+            if (p->last) {
+                st = bt_transport_send_int(t, 0, BT_TAG_DONE, mb);
+            } else if (p->first) {
+                int32_t done;
+                t0 = trace_now(p);
+                st = bt_transport_recv_int(t, last_rank, BT_TAG_DONE, &done);
+                trace_span(p, BT_EV_TOKEN_WAIT, mb, t0);
+            }
+        }
+    }
+    if (st == BT_OK)
+        st = bt_transport_drain(t);
+    if (st == BT_OK && p->n_stages > 1) {
+        if (p->last) {
+            st = bt_transport_send_int(t, 0, BT_TAG_TOKEN, token);
+        } else if (p->first) {
+            double t0 = trace_now(p);
+            st = bt_transport_recv_int(t, last_rank, BT_TAG_TOKEN, &token);
+            trace_span(p, BT_EV_TOKEN_WAIT, n_mb - 1, t0);
+        }
+    }
+    if (st == BT_OK && p->first && next != NULL)
+        *next = token;
+    return st;
+}
+
+bt_status_t bt_pipe_decode(bt_pipe_t *p, int32_t token, int pos, bt_logits_fn on_logits,
+                           void *arg, int32_t *next)
+{
+    return bt_pipe_prefill(p, &token, 1, pos, 1, BT_PIPE_GPIPE, on_logits, arg, next);
+}
+
+/* ---- reports ---- */
+
+void bt_pipe_trace_start(bt_pipe_t *p)
+{
+    MPI_Barrier(p->comm);
+    if (p->tracing)
+        bt_trace_start(&p->trace);
+}
+
+bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb)
+{
+    if (!p->tracing)
+        return BT_OK;
+    const int S = p->n_stages;
+    int n = p->trace.n;
+    int *counts = p->rank == 0 ? malloc(sizeof(int) * (size_t)S) : NULL;
+    int *displs = p->rank == 0 ? malloc(sizeof(int) * (size_t)S) : NULL;
+    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, p->comm);
+    int total = 0;
+    if (p->rank == 0)
+        for (int r = 0; r < S; r++) {
+            displs[r] = total * (int)sizeof(bt_event_t);
+            total += counts[r];
+        }
+    bt_event_t *all = p->rank == 0 ? malloc(sizeof(bt_event_t) * (size_t)(total ? total : 1))
+                                   : NULL;
+    int *byte_counts = p->rank == 0 ? malloc(sizeof(int) * (size_t)S) : NULL;
+    if (p->rank == 0)
+        for (int r = 0; r < S; r++)
+            byte_counts[r] = counts[r] * (int)sizeof(bt_event_t);
+    MPI_Gatherv(p->trace.ev, n * (int)sizeof(bt_event_t), MPI_BYTE, all, byte_counts, displs,
+                MPI_BYTE, 0, p->comm);
+    bt_status_t st = BT_OK;
+    if (p->rank == 0) {
+        double lo = 0, hi = 0;
+        for (int i = 0; i < total; i++) {
+            lo = i == 0 || all[i].t0 < lo ? all[i].t0 : lo;
+            hi = i == 0 || all[i].t1 > hi ? all[i].t1 : hi;
+        }
+        double span = hi - lo, busy_sum = 0;
+        const bt_event_t *ev = all;
+        for (int r = 0; r < S; r++) {
+            bt_trace_stats_t s;
+            bt_trace_stats(ev, counts[r], &s);
+            busy_sum += s.busy;
+            bt_log_info("stage %d: busy %5.1f%%  wait %5.1f%%  (%d events)", r,
+                        span > 0 ? 100 * s.busy / span : 0, span > 0 ? 100 * s.wait / span : 0,
+                        counts[r]);
+            ev += counts[r];
+        }
+        double bubble = span > 0 ? 1.0 - busy_sum / (S * span) : 0;
+        bt_log_info("bubble: measured %.1f%% (idle share of stage time over %.3f s), "
+                    "ideal (S-1)/(M+S-1) = %.1f%% for S=%d, M=%d",
+                    100 * bubble, span, 100.0 * (S - 1) / (n_mb + S - 1), S, n_mb);
+        if (path != NULL)
+            st = bt_trace_write_json(path, all, counts, S);
+    }
+    free(byte_counts);
+    free(all);
+    free(displs);
+    free(counts);
+    int code = (int)st;
+    MPI_Bcast(&code, 1, MPI_INT, 0, p->comm);
+    return (bt_status_t)code;
+}
+
+void bt_pipe_report_memory(bt_pipe_t *p)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double mine[2] = {(double)p->model->weight_bytes, (double)ru.ru_maxrss * 1024.0};
+    double *all = p->rank == 0 ? malloc(sizeof mine * (size_t)p->n_stages) : NULL;
+    MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, p->comm);
+    if (p->rank == 0) {
+        for (int r = 0; r < p->n_stages; r++)
+            bt_log_info("rank %d: layers %d-%d, weights %.1f MiB, peak RSS %.1f MiB", r,
+                        p->bounds[r], p->bounds[r + 1] - 1, all[2 * r] / 1048576.0,
+                        all[2 * r + 1] / 1048576.0);
+        free(all);
+    }
+}

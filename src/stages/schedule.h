@@ -1,0 +1,99 @@
+/*
+ * schedule.h: a llama model as a pipeline of stages, one per MPI rank.
+ *
+ * bt_pipe_init() opens the model on every rank, checks that all ranks
+ * opened the same file (size and header hash), splits the layers
+ * (partition.h), binds only this rank's tensors (first stage: embeddings,
+ * last stage: final norm and head) and allocates everything the run needs.
+ * Every call here is collective over the communicator; on failure every
+ * rank returns the same status and none is left waiting.
+ *
+ * Prefill schedules (bt_pipe_prefill):
+ *   BT_PIPE_GPIPE (--pipeline 1): stage 0 feeds micro-batches back to back;
+ *     every stage posts the receive of m+1 before computing m, and drives
+ *     outstanding requests between layers, so all stages work at once after
+ *     the fill. Bubble (S-1)/(M+S-1).
+ *   BT_PIPE_SYNC (--pipeline 0): a micro-batch passes every stage before
+ *     stage 0 starts the next (the last stage signals rank 0).
+ * Decode (bt_pipe_decode): one token through all stages; the last stage
+ * samples and sends the token id back to rank 0 (the ring).
+ * A single rank runs the same code; its sends and receives are no-ops.
+ * Both schedules give bitwise identical logits (DESIGN.md invariant 1).
+ */
+#ifndef BT_STAGES_SCHEDULE_H
+#define BT_STAGES_SCHEDULE_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "forward.h"
+#include "model.h"
+#include "stages/trace.h"
+#include "stages/transport.h"
+
+typedef enum bt_pipe_mode {
+    BT_PIPE_SYNC = 0,
+    BT_PIPE_GPIPE = 1,
+} bt_pipe_mode_t;
+
+typedef struct bt_pipe_config {
+    const char *model_path;
+    const double *ratios; /* -ts; NULL balances by cost */
+    int n_ratios;
+    double head_share;    /* fraction of tokens whose logits are computed (cost model) */
+    int n_ctx;
+    int max_tok;          /* largest micro-batch (-ub) */
+    int n_threads;
+    const bt_ops_t *ops;
+    bool all_logits;      /* last stage keeps logits of every row (dumps) */
+    int trace_events;     /* capacity of the per-rank trace (0: no trace) */
+} bt_pipe_config_t;
+
+/* Called on the last stage with logits rows [n_rows, n_vocab] for the
+ * positions pos0 .. pos0 + n_rows - 1. */
+typedef bt_status_t (*bt_logits_fn)(void *arg, const float *rows, int n_rows, int pos0);
+
+typedef struct bt_pipe {
+    MPI_Comm comm;
+    int rank, n_stages;
+    bool first, last;
+    int *bounds;         /* [n_stages + 1] layer bounds */
+    bt_model_t *model;
+    bt_forward_t *fwd;
+    bt_transport_t tr;
+    bt_trace_t trace;
+    bool tracing;
+    int max_tok;
+    bool all_logits;
+    float *logits;       /* last stage: [all_logits ? max_tok : 1, n_vocab] */
+    uint64_t file_size, header_hash;
+} bt_pipe_t;
+
+bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cfg);
+void bt_pipe_free(bt_pipe_t *p);
+
+/* Runs n_tokens prompt tokens at positions pos0.. in micro-batches of
+ * ubatch. tokens is read on rank 0 only. The last stage calls on_logits
+ * (if set) with every row when all_logits, else with the last row only.
+ * On rank 0 *next receives the greedy token after the last position. */
+bt_status_t bt_pipe_prefill(bt_pipe_t *p, const int32_t *tokens, int n_tokens, int pos0,
+                            int ubatch, bt_pipe_mode_t mode, bt_logits_fn on_logits, void *arg,
+                            int32_t *next);
+
+/* One decode step: token (rank 0) at position pos; *next on rank 0. */
+bt_status_t bt_pipe_decode(bt_pipe_t *p, int32_t token, int pos, bt_logits_fn on_logits,
+                           void *arg, int32_t *next);
+
+/* Starts a new trace on every rank (after a barrier, so tracks align). */
+void bt_pipe_trace_start(bt_pipe_t *p);
+
+/* Gathers every rank's trace to rank 0; writes path (if not NULL) and
+ * prints per-stage busy %, wait % and the bubble against (S-1)/(M+S-1)
+ * for n_mb micro-batches. Collective. */
+bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb);
+
+/* Prints (rank 0) each rank's bound weight bytes and peak RSS. Collective. */
+void bt_pipe_report_memory(bt_pipe_t *p);
+
+#endif /* BT_STAGES_SCHEDULE_H */

@@ -1,0 +1,64 @@
+/*
+ * trace.h: timestamped events of one stage, per micro-batch.
+ *
+ * Each rank records into a buffer allocated up front (bt_trace_init);
+ * recording is a store and never allocates. Times are seconds from the
+ * trace's origin, which bt_trace_start sets on every rank right after a
+ * barrier, so the tracks line up to within the barrier's skew.
+ */
+#ifndef BT_STAGES_TRACE_H
+#define BT_STAGES_TRACE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "common.h"
+
+typedef enum bt_event_kind {
+    BT_EV_COMPUTE = 0,  /* layers (and embed/head) of one micro-batch */
+    BT_EV_RECV_WAIT,    /* blocked waiting for a micro-batch to arrive */
+    BT_EV_SEND_WAIT,    /* blocked waiting for a send buffer to drain */
+    BT_EV_SEND_POSTED,  /* instant: MPI_Isend posted */
+    BT_EV_SEND_DONE,    /* instant: send request completed (seen by a test/wait) */
+    BT_EV_TOKEN_WAIT,   /* rank 0 blocked on the token ring / done signal */
+    BT_EV_KIND_COUNT
+} bt_event_kind_t;
+
+typedef struct bt_event {
+    double t0, t1; /* seconds from the origin; t1 == t0 for instants */
+    int kind;
+    int mb;        /* micro-batch index (decode: the step) */
+} bt_event_t;
+
+typedef struct bt_trace {
+    bt_event_t *ev;
+    int n, cap;
+    bool overflow; /* events past cap were dropped */
+    double origin;
+} bt_trace_t;
+
+bt_status_t bt_trace_init(bt_trace_t *t, int cap);
+void bt_trace_free(bt_trace_t *t);
+/* Drops all events and sets the origin to now. */
+void bt_trace_start(bt_trace_t *t);
+/* Seconds since the origin. */
+double bt_trace_now(const bt_trace_t *t);
+void bt_trace_add(bt_trace_t *t, int kind, int mb, double t0, double t1);
+
+/* Per-stage totals over the trace's span [first event, last event]. */
+typedef struct bt_trace_stats {
+    double span;    /* seconds from first start to last end */
+    double busy;    /* seconds computing */
+    double wait;    /* seconds blocked on receive, send or token */
+} bt_trace_stats_t;
+
+void bt_trace_stats(const bt_event_t *ev, int n, bt_trace_stats_t *out);
+
+/* Writes the Chrome trace format (what Perfetto and chrome://tracing open):
+ * one track (tid) per rank. ev holds counts[r] events of rank r in order. */
+bt_status_t bt_trace_write_json(const char *path, const bt_event_t *ev, const int *counts,
+                                int n_ranks);
+
+const char *bt_event_name(int kind);
+
+#endif /* BT_STAGES_TRACE_H */

@@ -1,0 +1,183 @@
+/* transport.c: activations stage to stage, tokens back to rank 0. */
+#include "stages/transport.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bt_status_t bt_mpi_error(const char *what, int code)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "error code %d", code);
+    bt_log_error("%s failed: %s", what, msg);
+    return BT_ERR_MPI;
+}
+
+bt_status_t bt_transport_init(bt_transport_t *t, MPI_Comm comm, int max_tok, int n_embd,
+                              bt_trace_t *trace)
+{
+    *t = (bt_transport_t){.comm = comm, .n_embd = n_embd, .max_tok = max_tok, .trace = trace};
+    MPI_Comm_rank(comm, &t->rank);
+    MPI_Comm_size(comm, &t->size);
+    t->prev = t->rank > 0 ? t->rank - 1 : MPI_PROC_NULL;
+    t->next = t->rank < t->size - 1 ? t->rank + 1 : MPI_PROC_NULL;
+    t->msg_bytes = sizeof(bt_act_header_t) + (size_t)max_tok * (size_t)n_embd * sizeof(float);
+    for (int i = 0; i < BT_TRANSPORT_SLOTS; i++) {
+        t->recv_req[i] = t->send_req[i] = MPI_REQUEST_NULL;
+        t->buf[i] = aligned_alloc(64, (t->msg_bytes + 63) / 64 * 64);
+    }
+    t->act_sent_to = calloc((size_t)t->size, sizeof(uint64_t));
+    t->act_recv_from = calloc((size_t)t->size, sizeof(uint64_t));
+    for (int i = 0; i < BT_TRANSPORT_SLOTS; i++)
+        if (t->buf[i] == NULL)
+            goto fail;
+    if (t->act_sent_to == NULL || t->act_recv_from == NULL)
+        goto fail;
+    return BT_OK;
+fail:
+    bt_log_error("transport: cannot allocate %d buffers of %zu bytes", BT_TRANSPORT_SLOTS,
+                 t->msg_bytes);
+    bt_transport_free(t);
+    return BT_ERR_NOMEM;
+}
+
+void bt_transport_free(bt_transport_t *t)
+{
+    for (int i = 0; i < BT_TRANSPORT_SLOTS; i++) {
+        free(t->buf[i]);
+        t->buf[i] = NULL;
+    }
+    free(t->act_sent_to);
+    free(t->act_recv_from);
+    t->act_sent_to = t->act_recv_from = NULL;
+}
+
+bt_act_header_t *bt_transport_header(const bt_transport_t *t, int slot)
+{
+    return (bt_act_header_t *)t->buf[slot];
+}
+
+float *bt_transport_payload(const bt_transport_t *t, int slot)
+{
+    return (float *)((char *)t->buf[slot] + sizeof(bt_act_header_t));
+}
+
+static void trace_add(bt_transport_t *t, int kind, int mb, double t0)
+{
+    if (t->trace != NULL)
+        bt_trace_add(t->trace, kind, mb, t0, kind == BT_EV_SEND_DONE || kind == BT_EV_SEND_POSTED
+                                                 ? t0
+                                                 : bt_trace_now(t->trace));
+}
+
+static double trace_now(const bt_transport_t *t)
+{
+    return t->trace != NULL ? bt_trace_now(t->trace) : 0.0;
+}
+
+bt_status_t bt_transport_acquire(bt_transport_t *t, int slot)
+{
+    if (t->send_req[slot] == MPI_REQUEST_NULL)
+        return BT_OK;
+    double t0 = trace_now(t);
+    BT_MPI_CHECK(MPI_Wait(&t->send_req[slot], MPI_STATUS_IGNORE));
+    trace_add(t, BT_EV_SEND_WAIT, t->send_mb[slot], t0);
+    trace_add(t, BT_EV_SEND_DONE, t->send_mb[slot], trace_now(t));
+    return BT_OK;
+}
+
+bt_status_t bt_transport_post_recv(bt_transport_t *t, int slot)
+{
+    bt_status_t st = bt_transport_acquire(t, slot);
+    if (st != BT_OK)
+        return st;
+    BT_MPI_CHECK(MPI_Irecv(t->buf[slot], (int)t->msg_bytes, MPI_BYTE, t->prev, BT_TAG_ACT, t->comm,
+                           &t->recv_req[slot]));
+    return BT_OK;
+}
+
+bt_status_t bt_transport_wait_recv(bt_transport_t *t, int slot, int expect_mb, int expect_tok)
+{
+    MPI_Status *status = &t->recv_status[slot];
+    if (t->recv_req[slot] != MPI_REQUEST_NULL) { /* else a progress test completed it */
+        double t0 = trace_now(t);
+        BT_MPI_CHECK(MPI_Wait(&t->recv_req[slot], status));
+        trace_add(t, BT_EV_RECV_WAIT, expect_mb, t0);
+    }
+    int bytes = 0;
+    MPI_Get_count(status, MPI_BYTE, &bytes);
+    const bt_act_header_t *h = bt_transport_header(t, slot);
+    size_t want = sizeof *h + (size_t)expect_tok * (size_t)t->n_embd * sizeof(float);
+    if ((size_t)bytes != want || h->mb != expect_mb || h->n_tokens != expect_tok) {
+        bt_log_error("transport: from rank %d expected micro-batch %d of %d tokens (%zu bytes), "
+                     "got micro-batch %d of %d tokens (%d bytes)",
+                     status->MPI_SOURCE, expect_mb, expect_tok, want, h->mb, h->n_tokens, bytes);
+        return BT_ERR_MPI;
+    }
+    t->act_recv_from[status->MPI_SOURCE]++;
+    t->bytes_recv += (uint64_t)bytes;
+    return BT_OK;
+}
+
+bt_status_t bt_transport_send(bt_transport_t *t, int slot)
+{
+    const bt_act_header_t *h = bt_transport_header(t, slot);
+    size_t bytes = sizeof *h + (size_t)h->n_tokens * (size_t)t->n_embd * sizeof(float);
+    BT_MPI_CHECK(MPI_Isend(t->buf[slot], (int)bytes, MPI_BYTE, t->next, BT_TAG_ACT, t->comm,
+                           &t->send_req[slot]));
+    t->send_mb[slot] = h->mb;
+    trace_add(t, BT_EV_SEND_POSTED, h->mb, trace_now(t));
+    if (t->next != MPI_PROC_NULL) {
+        t->act_sent_to[t->next]++;
+        t->bytes_sent += bytes;
+    }
+    return BT_OK;
+}
+
+void bt_transport_progress(bt_transport_t *t)
+{
+    for (int i = 0; i < BT_TRANSPORT_SLOTS; i++) {
+        int done;
+        if (t->recv_req[i] != MPI_REQUEST_NULL)
+            MPI_Test(&t->recv_req[i], &done, &t->recv_status[i]);
+        if (t->send_req[i] != MPI_REQUEST_NULL &&
+            MPI_Test(&t->send_req[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+            trace_add(t, BT_EV_SEND_DONE, t->send_mb[i], trace_now(t));
+    }
+}
+
+bt_status_t bt_transport_drain(bt_transport_t *t)
+{
+    for (int i = 0; i < BT_TRANSPORT_SLOTS; i++) {
+        bt_status_t st = bt_transport_acquire(t, i);
+        if (st != BT_OK)
+            return st;
+    }
+    return BT_OK;
+}
+
+bt_status_t bt_transport_send_int(bt_transport_t *t, int dest, bt_tag_t tag, int32_t v)
+{
+    BT_MPI_CHECK(MPI_Send(&v, 1, MPI_INT32_T, dest, (int)tag, t->comm));
+    return BT_OK;
+}
+
+bt_status_t bt_transport_recv_int(bt_transport_t *t, int src, bt_tag_t tag, int32_t *v)
+{
+    BT_MPI_CHECK(MPI_Recv(v, 1, MPI_INT32_T, src, (int)tag, t->comm, MPI_STATUS_IGNORE));
+    return BT_OK;
+}
+
+bt_status_t bt_transport_agree(MPI_Comm comm, bt_status_t st)
+{
+    /* encode (status, rank) so the lowest failing rank's status wins */
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    int mine = st == BT_OK ? size * 16 : rank * 16 + (-(int)st);
+    int first;
+    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+        return BT_ERR_MPI;
+    return first >= size * 16 ? BT_OK : (bt_status_t)(-(first % 16));
+}

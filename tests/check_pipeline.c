@@ -1,0 +1,269 @@
+/*
+ * check_pipeline.c: the pipeline over MPI ranks (run through tests/mpi-run
+ * with the rank count from the test's name, CK_FORK=no).
+ *   invariance: logits and greedy tokens bitwise equal to one process
+ *               without MPI, for micro-batches 1, 3, 8 and the whole
+ *               prompt, pipeline 0 and 1, balanced and uneven -ts splits
+ *   traffic:    every activation goes from rank s straight to rank s+1
+ *   errors:     setup failures stop every rank with the same status
+ * Each check combines its verdict over all ranks (MPI_Allreduce) so every
+ * rank fails alike and none is left waiting.
+ */
+#include <check.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "sampler.h"
+#include "stages/schedule.h"
+#include "synth.h"
+#include "testutil.h"
+
+enum { N_PROMPT = 29, N_GEN = 3, N_LAYER = 7 };
+
+static int rank, size;
+static char model_path[700];
+static float *ref_rows; /* [N_PROMPT + N_GEN, n_vocab] from one process */
+static int32_t ref_ids[N_GEN + 1];
+static int32_t tokens[N_PROMPT];
+static int n_vocab;
+
+static int all_ok(int ok)
+{
+    int all;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all;
+}
+
+/* The reference: the whole model in this process, one batch, no MPI.
+ * Runs before the suite, so it reports with a return value, not ck_assert. */
+static int make_reference(void)
+{
+    bt_model_t *m;
+    bt_forward_t *f;
+    if (bt_model_load(model_path, 0, -1, true, true, &m) != BT_OK)
+        return 0;
+    n_vocab = m->hp.n_vocab;
+    if (bt_forward_init(m, &bt_ops_cpu, N_PROMPT + N_GEN, N_PROMPT, 1, &f) != BT_OK) {
+        bt_model_free(m);
+        return 0;
+    }
+    float *x = malloc((size_t)N_PROMPT * m->hp.n_embd * sizeof(float));
+    ref_rows = malloc((size_t)(N_PROMPT + N_GEN) * n_vocab * sizeof(float));
+    int ok = bt_forward_embed(f, tokens, N_PROMPT, x) == BT_OK &&
+             bt_forward_layers(f, x, N_PROMPT, 0) == BT_OK;
+    if (ok) {
+        bt_forward_head(f, x, N_PROMPT, ref_rows);
+        ref_ids[0] = bt_sample_greedy(ref_rows + (size_t)(N_PROMPT - 1) * n_vocab, n_vocab);
+    }
+    for (int i = 0; i < N_GEN && ok; i++) {
+        float *row = ref_rows + (size_t)(N_PROMPT + i) * n_vocab;
+        ok = bt_forward_embed(f, &ref_ids[i], 1, x) == BT_OK &&
+             bt_forward_layers(f, x, 1, N_PROMPT + i) == BT_OK;
+        bt_forward_head(f, x, 1, row);
+        ref_ids[i + 1] = bt_sample_greedy(row, n_vocab);
+    }
+    free(x);
+    bt_forward_free(f);
+    bt_model_free(m);
+    return ok;
+}
+
+typedef struct collect {
+    float *rows; /* [N_PROMPT + N_GEN, n_vocab] on the last rank */
+} collect_t;
+
+static bt_status_t collect_rows(void *arg, const float *rows, int n_rows, int pos0)
+{
+    collect_t *c = arg;
+    memcpy(c->rows + (size_t)pos0 * n_vocab, rows, sizeof(float) * (size_t)n_rows * n_vocab);
+    return BT_OK;
+}
+
+static bt_pipe_config_t config(int ubatch, const double *ratios, int n_ratios)
+{
+    return (bt_pipe_config_t){
+        .model_path = model_path,
+        .ratios = ratios,
+        .n_ratios = n_ratios,
+        .head_share = 0.1,
+        .n_ctx = N_PROMPT + N_GEN,
+        .max_tok = ubatch,
+        .n_threads = 1,
+        .ops = &bt_ops_cpu,
+        .all_logits = true,
+        .trace_events = 256,
+    };
+}
+
+/* Runs prompt + decode through the pipeline and compares with the
+ * reference; returns 1 when equal on this rank. */
+static int pipeline_matches(int ubatch, bt_pipe_mode_t mode, const double *ratios, int n_ratios)
+{
+    bt_pipe_t p;
+    bt_pipe_config_t cfg = config(ubatch, ratios, n_ratios);
+    ck_assert_int_eq(bt_pipe_init(&p, MPI_COMM_WORLD, &cfg), BT_OK);
+    collect_t c = {calloc((size_t)(N_PROMPT + N_GEN) * n_vocab, sizeof(float))};
+    int32_t ids[N_GEN + 1];
+    ck_assert_int_eq(bt_pipe_prefill(&p, tokens, N_PROMPT, 0, ubatch, mode, collect_rows, &c,
+                                     &ids[0]),
+                     BT_OK);
+    for (int i = 0; i < N_GEN; i++)
+        ck_assert_int_eq(bt_pipe_decode(&p, ids[i], N_PROMPT + i, collect_rows, &c, &ids[i + 1]),
+                         BT_OK);
+    int ok = 1;
+    if (p.last) {
+        size_t bytes = sizeof(float) * (size_t)(N_PROMPT + N_GEN) * n_vocab;
+        ok = memcmp(c.rows, ref_rows, bytes) == 0;
+        if (!ok)
+            fprintf(stderr, "rank %d: logits differ (ub %d, pipeline %d, %d ratios)\n", rank,
+                    ubatch, mode, n_ratios);
+    }
+    if (p.first && memcmp(ids, ref_ids, sizeof ids) != 0) {
+        fprintf(stderr, "rank 0: greedy tokens differ (ub %d, pipeline %d)\n", ubatch, mode);
+        ok = 0;
+    }
+    free(c.rows);
+    bt_pipe_free(&p);
+    return ok;
+}
+
+START_TEST(test_invariance)
+{
+    static const int ubs[] = {1, 3, 8, N_PROMPT};
+    for (size_t i = 0; i < sizeof ubs / sizeof ubs[0]; i++)
+        for (int mode = 0; mode <= 1; mode++)
+            ck_assert_msg(all_ok(pipeline_matches(ubs[i], (bt_pipe_mode_t)mode, NULL, 0)),
+                          "%d ranks, micro-batch %d, pipeline %d: not bitwise equal", size,
+                          ubs[i], mode);
+}
+END_TEST
+
+START_TEST(test_tensor_split)
+{
+    /* uneven splits: growing and shrinking shares */
+    double up[8], down[8];
+    for (int s = 0; s < size; s++) {
+        up[s] = s + 1;
+        down[s] = size - s;
+    }
+    ck_assert(all_ok(pipeline_matches(4, BT_PIPE_GPIPE, up, size)));
+    ck_assert(all_ok(pipeline_matches(5, BT_PIPE_SYNC, down, size)));
+}
+END_TEST
+
+START_TEST(test_traffic)
+{
+    const int ubatch = 4, n_mb = (N_PROMPT + ubatch - 1) / ubatch;
+    bt_pipe_t p;
+    bt_pipe_config_t cfg = config(ubatch, NULL, 0);
+    cfg.all_logits = false;
+    ck_assert_int_eq(bt_pipe_init(&p, MPI_COMM_WORLD, &cfg), BT_OK);
+    int32_t next;
+    ck_assert_int_eq(
+        bt_pipe_prefill(&p, tokens, N_PROMPT, 0, ubatch, BT_PIPE_GPIPE, NULL, NULL, &next),
+        BT_OK);
+    int ok = 1;
+    for (int r = 0; r < size; r++) {
+        uint64_t want_recv = r == rank - 1 ? (uint64_t)n_mb : 0;
+        uint64_t want_sent = r == rank + 1 ? (uint64_t)n_mb : 0;
+        if (p.tr.act_recv_from[r] != want_recv || p.tr.act_sent_to[r] != want_sent) {
+            fprintf(stderr, "rank %d: with rank %d received %llu (want %llu), sent %llu (want %llu)\n",
+                    rank, r, (unsigned long long)p.tr.act_recv_from[r],
+                    (unsigned long long)want_recv, (unsigned long long)p.tr.act_sent_to[r],
+                    (unsigned long long)want_sent);
+            ok = 0;
+        }
+    }
+    if (rank == 0)
+        ok = ok && next == ref_ids[0];
+    bt_pipe_free(&p);
+    ck_assert(all_ok(ok));
+}
+END_TEST
+
+START_TEST(test_setup_errors)
+{
+    bt_pipe_t p;
+    /* a missing file on every rank */
+    bt_pipe_config_t cfg = config(4, NULL, 0);
+    cfg.model_path = "/nonexistent/model.gguf";
+    ck_assert_int_eq(bt_pipe_init(&p, MPI_COMM_WORLD, &cfg), BT_ERR_IO);
+    /* the file missing on the last rank only: everyone fails together */
+    if (size > 1) {
+        cfg.model_path = rank == size - 1 ? "/nonexistent/model.gguf" : model_path;
+        ck_assert_int_eq(bt_pipe_init(&p, MPI_COMM_WORLD, &cfg), BT_ERR_IO);
+    }
+    /* wrong -ts count and a zero ratio */
+    cfg = config(4, NULL, 0);
+    double r[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    cfg.ratios = r;
+    cfg.n_ratios = size + 1;
+    ck_assert_int_eq(bt_pipe_init(&p, MPI_COMM_WORLD, &cfg), BT_ERR_ARG);
+    r[0] = 0;
+    cfg.n_ratios = size;
+    ck_assert_int_eq(bt_pipe_init(&p, MPI_COMM_WORLD, &cfg), BT_ERR_ARG);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    bt_log_set_rank(rank);
+
+    /* rank 0 writes the model into a fresh folder all ranks can read */
+    char *dir = NULL;
+    int ok = 1;
+    if (rank == 0) {
+        dir = tu_mkdtemp();
+        bt_synth_shape_t s;
+        ok = dir != NULL && bt_synth_shape("tiny", &s) == BT_OK;
+        if (ok) {
+            s.n_layer = N_LAYER;
+            snprintf(model_path, sizeof model_path, "%s/pipe.gguf", dir);
+            ok = bt_synth_write(model_path, &s, BT_TYPE_F32, 5) == BT_OK;
+        }
+    }
+    MPI_Bcast(model_path, sizeof model_path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (!all_ok(ok)) {
+        MPI_Finalize();
+        return 1;
+    }
+    for (int i = 0; i < N_PROMPT; i++)
+        tokens[i] = (i * 53 + 7) % 256;
+    if (!all_ok(make_reference())) {
+        fprintf(stderr, "rank %d: could not compute the single-process reference\n", rank);
+        MPI_Finalize();
+        return 1;
+    }
+
+    Suite *s = suite_create(size == 1 ? "pipeline (1 rank)" : "pipeline");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_invariance);
+    if (size <= N_LAYER)
+        tcase_add_test(tc, test_tensor_split);
+    tcase_add_test(tc, test_traffic);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("errors");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_setup_errors);
+    suite_add_tcase(s, tc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* a forked child is not an MPI process */
+    srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    free(ref_rows);
+    int any_failed;
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0 && dir != NULL)
+        tu_rmdir_all(dir);
+    MPI_Finalize();
+    return any_failed == 0 ? 0 : 1;
+}
