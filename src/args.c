@@ -80,3 +80,27 @@ bt_status_t bt_parse_int_list(const char *flag, const char *s, long min, long ma
     *n = count;
     return BT_OK;
 }
+
+bt_status_t bt_parse_ratios(const char *flag, const char *s, double **ratios, int *n)
+{
+    int count = 1;
+    for (const char *p = s; *p; p++)
+        count += *p == ',' || *p == '/';
+    double *r = malloc((size_t)count * sizeof *r);
+    if (r == NULL)
+        return BT_ERR_NOMEM;
+    const char *p = s;
+    for (int i = 0; i < count; i++) {
+        char *end;
+        r[i] = strtod(p, &end);
+        if (end == p || (*end != ',' && *end != '/' && *end != '\0')) {
+            bt_log_error("%s: '%s': item %d is not a number", flag, s, i + 1);
+            free(r);
+            return BT_ERR_ARG;
+        }
+        p = *end ? end + 1 : end;
+    }
+    *ratios = r;
+    *n = count;
+    return BT_OK;
+}

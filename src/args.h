@@ -22,4 +22,9 @@ bt_status_t bt_parse_u64(const char *flag, const char *s, uint64_t *out);
 bt_status_t bt_parse_int_list(const char *flag, const char *s, long min, long max, int **out,
                               int *n);
 
+/* Ratios like "3,1" or "3/1" (llama.cpp's tensor split): *ratios is
+ * malloc'd, *n its length. Only the syntax is checked here; the partition
+ * checks the values. */
+bt_status_t bt_parse_ratios(const char *flag, const char *s, double **ratios, int *n);
+
 #endif /* BT_ARGS_H */

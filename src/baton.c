@@ -229,6 +229,11 @@ static int run(const options_t *o, MPI_Comm comm)
     if (st != BT_OK)
         return 1;
     bt_pipe_t *p = &r.pipe;
+    if (p->rank == 0) {
+        char split[1024];
+        bt_partition_str(p->bounds, p->n_stages, split, sizeof split);
+        bt_log_info("%d stage%s: %s", p->n_stages, p->n_stages > 1 ? "s" : "", split);
+    }
 
     /* Checks every rank makes alike, so they fail together. */
     int n_vocab = p->model->hp.n_vocab;
@@ -268,7 +273,7 @@ static int run(const options_t *o, MPI_Comm comm)
                     cfg.ops->name);
     }
     if (o->trace != NULL || o->verbose)
-        st = bt_pipe_trace_report(p, o->trace, n_mb);
+        st = bt_pipe_trace_report(p, o->trace, n_mb, true);
     bt_pipe_report_memory(p);
 done:
     if (r.dump.f != NULL && fclose(r.dump.f) != 0) {

@@ -304,3 +304,30 @@ int64_t bt_model_max_n_in(const bt_model_t *m)
     }
     return n;
 }
+
+void bt_model_file_stats(const bt_model_t *m, uint64_t *bytes, uint64_t *params)
+{
+    *bytes = *params = 0;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+        *bytes += m->gguf->tensors[i].n_bytes;
+        *params += m->gguf->tensors[i].n_elements;
+    }
+}
+
+const char *bt_ftype_name(uint32_t file_type)
+{
+    /* llama_ftype values (llama.h) */
+    static const struct {
+        uint32_t id;
+        const char *name;
+    } names[] = {
+        {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},   {7, "Q8_0"},
+        {8, "Q5_0"},    {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"},
+        {13, "Q3_K_L"}, {14, "Q4_K_S"}, {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"},
+        {18, "Q6_K"},   {32, "BF16"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].id == file_type)
+            return names[i].name;
+    return "unknown";
+}

@@ -73,6 +73,13 @@ bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed
                           bt_model_t **out);
 void bt_model_free(bt_model_t *m);
 
+/* Bytes and element count of every tensor in the file (the whole model,
+ * not only the bound range), as llama.cpp reports model size and params. */
+void bt_model_file_stats(const bt_model_t *m, uint64_t *bytes, uint64_t *params);
+
+/* Name of a general.file_type value ("F32", "Q8_0", ...), "unknown" else. */
+const char *bt_ftype_name(uint32_t file_type);
+
 /* Largest n_in of any bound matrix (sizes the matmul scratch). */
 int64_t bt_model_max_n_in(const bt_model_t *m);
 

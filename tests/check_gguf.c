@@ -23,6 +23,7 @@
 
 #include "gguf.h"
 #include "kernels/types.h"
+#include "testutil.h"
 
 static char tmp_dir[] = "/tmp/check_gguf.XXXXXX";
 
@@ -1495,10 +1496,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
-    SRunner *sr = srunner_create(gguf_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = tu_run(gguf_suite());
     remove_tmp_dir();
     return failed != 0;
 }

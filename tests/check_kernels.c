@@ -25,6 +25,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/types.h"
+#include "testutil.h"
 
 #define U 0x1p-24 /* unit roundoff of f32 */
 
@@ -1169,9 +1170,6 @@ static Suite *kernels_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(kernels_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = tu_run(kernels_suite());
     return failed == 0 ? 0 : 1;
 }

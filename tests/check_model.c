@@ -337,10 +337,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
-    SRunner *sr = srunner_create(model_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = tu_run(model_suite());
     tu_rmdir_all(tmpdir);
     return failed == 0 ? 0 : 1;
 }

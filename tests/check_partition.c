@@ -2,7 +2,9 @@
 #include <check.h>
 #include <stdlib.h>
 
+#include "args.h"
 #include "stages/partition.h"
+#include "testutil.h"
 
 static const bt_stage_costs_t uniform = {1.0, 0.0, 0.0};
 
@@ -109,9 +111,6 @@ int main(void)
     tc = tcase_create("limits");
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = tu_run(s);
     return failed == 0 ? 0 : 1;
 }

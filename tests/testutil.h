@@ -61,4 +61,14 @@ static inline void *tu_read_file(const char *path, size_t *size)
     return buf;
 }
 
+/* Runs a suite, frees it, returns the number of failed tests. */
+static inline int tu_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed;
+}
+
 #endif /* BT_TESTUTIL_H */

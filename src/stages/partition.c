@@ -103,27 +103,3 @@ void bt_partition_split_str(const int *bounds, int n_stages, char *buf, size_t s
         used += (size_t)snprintf(buf + used, size - used, "%s%d", s ? "/" : "",
                                  bounds[s + 1] - bounds[s]);
 }
-
-bt_status_t bt_parse_ratios(const char *flag, const char *s, double **ratios, int *n)
-{
-    int count = 1;
-    for (const char *p = s; *p; p++)
-        count += *p == ',' || *p == '/';
-    double *r = malloc((size_t)count * sizeof *r);
-    if (r == NULL)
-        return BT_ERR_NOMEM;
-    const char *p = s;
-    for (int i = 0; i < count; i++) {
-        char *end;
-        r[i] = strtod(p, &end);
-        if (end == p || (*end != ',' && *end != '/' && *end != '\0')) {
-            bt_log_error("%s: '%s': item %d is not a number", flag, s, i + 1);
-            free(r);
-            return BT_ERR_ARG;
-        }
-        p = *end ? end + 1 : end;
-    }
-    *ratios = r;
-    *n = count;
-    return BT_OK;
-}

@@ -35,7 +35,4 @@ void bt_partition_str(const int *bounds, int n_stages, char *buf, size_t size);
 /* Formats "15/15" (layers per stage) into buf. */
 void bt_partition_split_str(const int *bounds, int n_stages, char *buf, size_t size);
 
-/* Parses "3,1" or "3/1" into *ratios (malloc'd); BT_ERR_ARG with a message. */
-bt_status_t bt_parse_ratios(const char *flag, const char *s, double **ratios, int *n);
-
 #endif /* BT_STAGES_PARTITION_H */

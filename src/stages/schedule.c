@@ -85,7 +85,10 @@ static bt_status_t partition(bt_pipe_t *p, const bt_pipe_config_t *cfg)
 
 bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cfg)
 {
-    *p = (bt_pipe_t){.comm = comm, .max_tok = cfg->max_tok, .all_logits = cfg->all_logits};
+    *p = (bt_pipe_t){.comm = comm,
+                     .max_tok = cfg->max_tok,
+                     .all_logits = cfg->all_logits,
+                     .no_sampling = cfg->no_sampling};
     MPI_Comm_rank(comm, &p->rank);
     MPI_Comm_size(comm, &p->n_stages);
     p->first = p->rank == 0;
@@ -130,11 +133,6 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
     bt_forward_set_progress(p->fwd, progress_cb, &p->tr);
     bt_log_capture(0);
 
-    if (p->rank == 0) {
-        char split[1024];
-        bt_partition_str(p->bounds, p->n_stages, split, sizeof split);
-        bt_log_info("%d stage%s: %s", p->n_stages, p->n_stages > 1 ? "s" : "", split);
-    }
     return BT_OK;
 
 fail:
@@ -178,7 +176,7 @@ static bt_status_t head(bt_pipe_t *p, const float *x, int nt, int pos, bool fina
         last_row = p->logits;
     }
     if (final)
-        *token = bt_sample_greedy(last_row, n_vocab);
+        *token = p->no_sampling ? 0 : bt_sample_greedy(last_row, n_vocab);
     return st;
 }
 
@@ -277,7 +275,7 @@ void bt_pipe_trace_start(bt_pipe_t *p)
         bt_trace_start(&p->trace);
 }
 
-bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb)
+bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb, bool print)
 {
     if (!p->tracing)
         return BT_OK;
@@ -313,13 +311,15 @@ bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb)
             bt_trace_stats_t s;
             bt_trace_stats(ev, counts[r], &s);
             busy_sum += s.busy;
-            bt_log_info("stage %d: busy %5.1f%%  wait %5.1f%%  (%d events)", r,
+            if (print)
+                bt_log_info("stage %d: busy %5.1f%%  wait %5.1f%%  (%d events)", r,
                         span > 0 ? 100 * s.busy / span : 0, span > 0 ? 100 * s.wait / span : 0,
                         counts[r]);
             ev += counts[r];
         }
         double bubble = span > 0 ? 1.0 - busy_sum / (S * span) : 0;
-        bt_log_info("bubble: measured %.1f%% (idle share of stage time over %.3f s), "
+        if (print)
+            bt_log_info("bubble: measured %.1f%% (idle share of stage time over %.3f s), "
                     "ideal (S-1)/(M+S-1) = %.1f%% for S=%d, M=%d",
                     100 * bubble, span, 100.0 * (S - 1) / (n_mb + S - 1), S, n_mb);
         if (path != NULL)
@@ -332,6 +332,22 @@ bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb)
     int code = (int)st;
     MPI_Bcast(&code, 1, MPI_INT, 0, p->comm);
     return (bt_status_t)code;
+}
+
+void bt_pipe_stage_times(const bt_pipe_t *p, double out[4])
+{
+    out[0] = out[1] = out[2] = out[3] = 0.0;
+    for (int i = 0; p->tracing && i < p->trace.n; i++) {
+        const bt_event_t *e = &p->trace.ev[i];
+        double d = e->t1 - e->t0;
+        switch (e->kind) {
+        case BT_EV_COMPUTE: out[0] += d; break;
+        case BT_EV_SEND_WAIT: out[1] += d, out[2] += d; break;
+        case BT_EV_RECV_WAIT: out[1] += d, out[3] += d; break;
+        case BT_EV_TOKEN_WAIT: out[1] += d; break;
+        default: break;
+        }
+    }
 }
 
 void bt_pipe_report_memory(bt_pipe_t *p)

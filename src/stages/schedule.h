@@ -47,6 +47,8 @@ typedef struct bt_pipe_config {
     int n_threads;
     const bt_ops_t *ops;
     bool all_logits;      /* last stage keeps logits of every row (dumps) */
+    bool no_sampling;     /* benchmarks: the last stage returns token 0 round the ring
+                           * instead of the greedy pick */
     int trace_events;     /* capacity of the per-rank trace (0: no trace) */
 } bt_pipe_config_t;
 
@@ -66,6 +68,7 @@ typedef struct bt_pipe {
     bool tracing;
     int max_tok;
     bool all_logits;
+    bool no_sampling;
     float *logits;       /* last stage: [all_logits ? max_tok : 1, n_vocab] */
     uint64_t file_size, header_hash;
 } bt_pipe_t;
@@ -88,10 +91,14 @@ bt_status_t bt_pipe_decode(bt_pipe_t *p, int32_t token, int pos, bt_logits_fn on
 /* Starts a new trace on every rank (after a barrier, so tracks align). */
 void bt_pipe_trace_start(bt_pipe_t *p);
 
-/* Gathers every rank's trace to rank 0; writes path (if not NULL) and
- * prints per-stage busy %, wait % and the bubble against (S-1)/(M+S-1)
- * for n_mb micro-batches. Collective. */
-bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb);
+/* Gathers every rank's trace to rank 0; writes path (if not NULL) and,
+ * when print, logs per-stage busy %, wait % and the bubble against
+ * (S-1)/(M+S-1) for n_mb micro-batches. Collective. */
+bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb, bool print);
+
+/* This rank's seconds in the current trace: computing, blocked in total,
+ * blocked on sends, blocked on receives (out[0..3]). */
+void bt_pipe_stage_times(const bt_pipe_t *p, double out[4]);
 
 /* Prints (rank 0) each rank's bound weight bytes and peak RSS. Collective. */
 void bt_pipe_report_memory(bt_pipe_t *p);

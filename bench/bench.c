@@ -1,0 +1,394 @@
+/*
+ * baton-bench: prompt processing (ppN) and token generation (tgN)
+ * throughput of the pipeline, llama-bench style.
+ *   mpirun -np 2 baton-bench -m model.gguf -p 512 -n 128 --pipeline 0,1 --hdf5 results.h5
+ * Every combination of the list flags is one test. A test runs once
+ * unmeasured (warm-up), then -r times measured on rank 0: ppN from an empty
+ * KV cache until the last stage has the last position's logits (the token
+ * it returns round the ring marks that); tgN as N single-token decode
+ * steps from an empty cache; pgN,M both. Token ids are random from a fixed
+ * seed; no tokenization or sampling is timed.
+ */
+#include "config.h"
+
+#include "build_commit.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "params.h"
+#include "report.h"
+#include "results_h5.h"
+#include "stages/partition.h"
+#include "stages/schedule.h"
+
+
+typedef struct bench {
+    const bt_bench_params_t *params;
+    MPI_Comm comm;
+    int rank, size;
+    bt_run_info_t run;
+    char (*rank_hosts)[64];   /* [size] */
+    const char **host_ptrs;   /* [size] into rank_hosts */
+    int64_t run_id;
+} bench_t;
+
+/* ---- provenance ---- */
+
+static void iso_now(char *buf, size_t n)
+{
+    time_t t = time(NULL);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+}
+
+static void cpu_model(char *buf, size_t n)
+{
+    snprintf(buf, n, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f == NULL)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            char *v = strchr(line, ':');
+            if (v != NULL) {
+                v += 1 + (v[1] == ' ');
+                v[strcspn(v, "\n")] = '\0';
+                snprintf(buf, n, "%s", v);
+            }
+            break;
+        }
+    fclose(f);
+}
+
+static void join_args(int argc, char **argv, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < argc && used + 1 < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? " " : "", argv[i]);
+}
+
+/* Every rank's host name to every rank; the run info on rank 0. */
+static bt_status_t gather_provenance(bench_t *b, int argc, char **argv)
+{
+    char name[MPI_MAX_PROCESSOR_NAME] = "";
+    int len;
+    MPI_Get_processor_name(name, &len);
+    char mine[64];
+    snprintf(mine, sizeof mine, "%s", name);
+    b->rank_hosts = calloc((size_t)b->size, sizeof *b->rank_hosts);
+    b->host_ptrs = calloc((size_t)b->size, sizeof *b->host_ptrs);
+    if (b->rank_hosts == NULL || b->host_ptrs == NULL)
+        return BT_ERR_NOMEM;
+    MPI_Allgather(mine, 64, MPI_CHAR, b->rank_hosts, 64, MPI_CHAR, b->comm);
+    bt_run_info_t *r = &b->run;
+    size_t used = 0;
+    for (int i = 0; i < b->size; i++) {
+        b->host_ptrs[i] = b->rank_hosts[i];
+        if (used < sizeof r->hosts)
+            used += (size_t)snprintf(r->hosts + used, sizeof r->hosts - used, "%s%s",
+                                     i ? "," : "", b->rank_hosts[i]);
+    }
+    iso_now(r->start_time, sizeof r->start_time);
+    join_args(argc, argv, r->command_line, sizeof r->command_line);
+    snprintf(r->build_commit, sizeof r->build_commit, "%s", BT_BUILD_COMMIT);
+    snprintf(r->configure_args, sizeof r->configure_args, "%s", BT_CONFIGURE_ARGS);
+    int vlen;
+    MPI_Get_library_version(r->mpi_version, &vlen);
+    r->mpi_version[strcspn(r->mpi_version, "\n,")] = '\0';
+    cpu_model(r->cpu_info, sizeof r->cpu_info);
+    const char *job = getenv("SLURM_JOB_ID");
+    snprintf(r->slurm_job_id, sizeof r->slurm_job_id, "%s", job ? job : "");
+    r->n_ranks = b->size;
+    return BT_OK;
+}
+
+/* ---- one test ---- */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Prompt in logical batches of -b, each in micro-batches of -ub. */
+static bt_status_t run_prompt(bt_pipe_t *p, const bt_bench_test_t *t, const int32_t *tokens,
+                              int n)
+{
+    bt_status_t st = BT_OK;
+    const bt_pipe_mode_t mode = t->pipeline ? BT_PIPE_GPIPE : BT_PIPE_SYNC;
+    for (int pos = 0; pos < n && st == BT_OK; pos += t->batch) {
+        int nb = n - pos < t->batch ? n - pos : t->batch;
+        int32_t next;
+        st = bt_pipe_prefill(p, tokens + pos, nb, pos, t->ubatch < nb ? t->ubatch : nb, mode,
+                             NULL, NULL, &next);
+    }
+    return st;
+}
+
+/* n_gen decode steps at positions pos0.., feeding random ids. */
+static bt_status_t run_gen(bt_pipe_t *p, const int32_t *ids, int n_gen, int pos0)
+{
+    bt_status_t st = BT_OK;
+    for (int i = 0; i < n_gen && st == BT_OK; i++) {
+        int32_t next;
+        st = bt_pipe_decode(p, ids[i], pos0 + i, NULL, NULL, &next);
+    }
+    return st;
+}
+
+static bt_status_t run_once(bt_pipe_t *p, const bt_bench_test_t *t, const int32_t *tokens,
+                            const int32_t *gen_ids, int n_gen)
+{
+    bt_status_t st = BT_OK;
+    if (t->n_prompt > 0)
+        st = run_prompt(p, t, tokens, t->n_prompt);
+    if (st == BT_OK && n_gen > 0)
+        st = run_gen(p, gen_ids, n_gen, t->n_prompt);
+    return st;
+}
+
+static void fill_row_model(bt_bench_row_t *row, const bt_pipe_t *p, const char *path)
+{
+    bt_model_file_stats(p->model, &row->model_size, &row->model_n_params);
+    double np = (double)row->model_n_params;
+    char size[16];
+    if (np < 1e7)
+        snprintf(size, sizeof size, "%.1fM", np / 1e6);
+    else if (np < 1e9)
+        snprintf(size, sizeof size, "%.0fM", np / 1e6);
+    else
+        snprintf(size, sizeof size, "%.1fB", np / 1e9);
+    snprintf(row->model_type, sizeof row->model_type, "llama %s %s", size,
+             bt_ftype_name(p->model->file_type));
+    snprintf(row->model_filename, sizeof row->model_filename, "%s", path);
+    bt_partition_split_str(p->bounds, p->n_stages, row->layer_split, sizeof row->layer_split);
+}
+
+/* Runs one test on every rank; rank 0 fills row (samples and stages are
+ * allocated here and freed by the caller). */
+static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_bench_row_t *row)
+{
+    const bt_bench_params_t *prm = b->params;
+    const int reps = prm->reps;
+    const int n_tok = t->n_prompt + t->n_gen;
+    const int max_tok = t->n_prompt > 0 ? (t->ubatch < t->n_prompt ? t->ubatch : t->n_prompt) : 1;
+    const int n_mb = t->n_prompt > 0 ? (t->n_prompt + max_tok - 1) / max_tok : 0;
+    bt_pipe_config_t cfg = {
+        .model_path = t->model,
+        .ratios = t->split->n ? t->split->ratios : NULL,
+        .n_ratios = t->split->n,
+        .head_share = (double)(t->n_gen + 1) / n_tok,
+        .n_ctx = n_tok,
+        .max_tok = max_tok,
+        .n_threads = t->threads,
+        .ops = &bt_ops_cpu,
+        .no_sampling = true,
+        .trace_events = reps * 8 * (n_mb + t->n_gen) + 64,
+    };
+    bt_pipe_t p;
+    bt_status_t st = bt_pipe_init(&p, b->comm, &cfg);
+    if (st != BT_OK)
+        return st;
+
+    /* random token ids from a fixed seed (rank 0 feeds them) */
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_tok > 0 ? n_tok : 1));
+    double *ns = calloc((size_t)reps, sizeof(double));
+    if (ids == NULL || ns == NULL) {
+        st = BT_ERR_NOMEM;
+        goto done;
+    }
+    uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)index;
+    for (int i = 0; i < n_tok; i++)
+        ids[i] = (int32_t)(rng_next(&seed) % (uint64_t)p.model->hp.n_vocab);
+
+    iso_now(row->test_time, sizeof row->test_time);
+    if (prm->warmup) /* like llama-bench: the prompt once and one decode step */
+        st = run_once(&p, t, ids, ids + t->n_prompt, t->n_gen > 0 ? 1 : 0);
+    bt_pipe_trace_start(&p);
+    for (int r = 0; r < reps && st == BT_OK; r++) {
+        MPI_Barrier(b->comm);
+        double t0 = bt_now();
+        st = run_once(&p, t, ids, ids + t->n_prompt, t->n_gen);
+        ns[r] = (bt_now() - t0) * 1e9;
+    }
+    if (st != BT_OK) {
+        bt_log_error("test %s failed (%s); stopping every rank", row->test, bt_status_str(st));
+        MPI_Abort(b->comm, 1);
+    }
+
+    double times[4];
+    bt_pipe_stage_times(&p, times);
+    double *all_times = b->rank == 0 ? malloc(sizeof times * (size_t)b->size) : NULL;
+    MPI_Gather(times, 4, MPI_DOUBLE, all_times, 4, MPI_DOUBLE, 0, b->comm);
+    if (prm->trace_dir != NULL) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/test-%03d-%s-pipeline%d-ub%d.json", prm->trace_dir,
+                 index, row->test, t->pipeline, t->ubatch);
+        st = bt_pipe_trace_report(&p, path, n_mb, prm->verbose);
+    } else if (prm->verbose) {
+        st = bt_pipe_trace_report(&p, NULL, n_mb, true);
+    }
+    if (b->rank == 0) {
+        fill_row_model(row, &p, t->model);
+        row->reps = reps;
+        row->samples_ns = ns;
+        row->samples_ts = malloc(sizeof(double) * (size_t)reps);
+        row->stages = malloc(sizeof(bt_stage_time_t) * (size_t)b->size);
+        for (int r = 0; r < reps && row->samples_ts; r++)
+            row->samples_ts[r] = n_tok / (ns[r] * 1e-9);
+        for (int i = 0; i < b->size && row->stages; i++)
+            row->stages[i] = (bt_stage_time_t){all_times[4 * i], all_times[4 * i + 1],
+                                               all_times[4 * i + 2], all_times[4 * i + 3]};
+        if (row->samples_ts == NULL || row->stages == NULL)
+            st = BT_ERR_NOMEM;
+        else
+            bt_bench_row_finish(row);
+        ns = NULL; /* owned by the row */
+        if (prm->verbose)
+            for (int r = 0; r < reps; r++)
+                bt_log_info("%s rep %d: %.3f ms, %.2f t/s", row->test, r,
+                            row->samples_ns[r] * 1e-6, row->samples_ts[r]);
+    }
+    free(all_times);
+done:
+    free(ns);
+    free(ids);
+    bt_pipe_free(&p);
+    return bt_transport_agree(b->comm, st);
+}
+
+static void row_init(bt_bench_row_t *row, const bench_t *b, const bt_bench_test_t *t)
+{
+    *row = (bt_bench_row_t){
+        .n_batch = t->batch,
+        .n_ubatch = t->ubatch,
+        .n_threads = t->threads,
+        .n_prompt = t->n_prompt,
+        .n_gen = t->n_gen,
+        .n_ranks = b->size,
+        .pipeline = t->pipeline,
+    };
+    bt_bench_test_name(t, row->test, sizeof row->test);
+    snprintf(row->build_commit, sizeof row->build_commit, "%s", b->run.build_commit);
+    snprintf(row->cpu_info, sizeof row->cpu_info, "%s", b->run.cpu_info);
+    snprintf(row->backend, sizeof row->backend, "CPU");
+    snprintf(row->hosts, sizeof row->hosts, "%s", b->run.hosts);
+    size_t used = 0;
+    for (int i = 0; i < t->split->n && used < sizeof row->tensor_split; i++)
+        used += (size_t)snprintf(row->tensor_split + used, sizeof row->tensor_split - used,
+                                 "%s%g", i ? "/" : "", t->split->ratios[i]);
+}
+
+static void row_free(bt_bench_row_t *row)
+{
+    free(row->samples_ns);
+    free(row->samples_ts);
+    free(row->stages);
+}
+
+/* ---- main ---- */
+
+static bt_status_t prepare_outputs(bench_t *b)
+{
+    const bt_bench_params_t *prm = b->params;
+    bt_status_t st = BT_OK;
+    if (b->rank == 0 && prm->trace_dir != NULL && mkdir(prm->trace_dir, 0777) != 0 &&
+        errno != EEXIST) {
+        bt_log_error("--trace-dir: cannot create '%s': %s", prm->trace_dir, strerror(errno));
+        st = BT_ERR_IO;
+    }
+    if (b->rank == 0 && st == BT_OK && prm->hdf5 != NULL)
+        st = bt_h5_begin_run(prm->hdf5, &b->run, &b->run_id);
+    return bt_transport_agree(b->comm, st);
+}
+
+static int run_all(bench_t *b)
+{
+    const bt_bench_params_t *prm = b->params;
+    bt_bench_test_t *tests;
+    int n_tests;
+    bt_status_t st = bt_bench_tests(prm, &tests, &n_tests);
+    if (st != BT_OK)
+        return 1;
+    if (b->rank == 0)
+        bt_report_begin(stdout, prm->output);
+    for (int i = 0; i < n_tests && st == BT_OK; i++) {
+        if (i > 0 && prm->delay > 0)
+            usleep((useconds_t)(prm->delay * 1e6));
+        bt_bench_row_t row;
+        row_init(&row, b, &tests[i]);
+        st = run_test(b, &tests[i], i, &row);
+        if (st == BT_OK && b->rank == 0) {
+            bt_report_row(stdout, prm->output, &row, i);
+            if (prm->hdf5 != NULL)
+                st = bt_h5_append(prm->hdf5, b->run_id, &row, b->host_ptrs);
+        }
+        st = bt_transport_agree(b->comm, st);
+        row_free(&row);
+    }
+    if (b->rank == 0)
+        bt_report_end(stdout, prm->output);
+    free(tests);
+    return st == BT_OK ? 0 : 1;
+}
+
+/* Threads per rank by default: the cores of a node shared by its ranks. */
+static int default_threads(MPI_Comm comm)
+{
+    MPI_Comm node;
+    int local = 1;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    int t = omp_get_num_procs() / local;
+    return t > 0 ? t : 1;
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    bench_t b = {.comm = MPI_COMM_WORLD};
+    MPI_Comm_rank(b.comm, &b.rank);
+    MPI_Comm_size(b.comm, &b.size);
+    if (b.size > 1)
+        bt_log_set_rank(b.rank);
+    bt_bench_params_t prm;
+    bt_log_capture(1); /* every rank parses alike; rank 0 reports */
+    bt_status_t st = bt_bench_params_parse(argc, argv, default_threads(b.comm), &prm);
+    bt_log_flush_captured(b.rank == 0);
+    bt_log_capture(0);
+    b.params = &prm;
+    int rc;
+    if (st != BT_OK) {
+        if (b.rank == 0)
+            bt_bench_usage(stderr);
+        rc = 2;
+    } else if (prm.help) {
+        if (b.rank == 0)
+            bt_bench_usage(stdout);
+        rc = 0;
+    } else if (gather_provenance(&b, argc, argv) != BT_OK || prepare_outputs(&b) != BT_OK) {
+        rc = 1;
+    } else {
+        rc = run_all(&b);
+    }
+    free(b.rank_hosts);
+    free(b.host_ptrs);
+    bt_bench_params_free(&prm);
+    MPI_Finalize();
+    return rc;
+}

@@ -1,0 +1,394 @@
+/* params.c: baton-bench flags, lists and ranges, the cartesian product. */
+#include "params.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+
+/* ---- lists ---- */
+
+static bt_status_t parse_num(const char *flag, const char *item, const char *s, long min,
+                             long max, long *out, const char **end)
+{
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (e == s || errno == ERANGE) {
+        bt_log_error("%s: '%s' is not an integer or range", flag, item);
+        return BT_ERR_ARG;
+    }
+    if (v < min || v > max) {
+        bt_log_error("%s: %ld is out of range (%ld..%ld)", flag, v, min, max);
+        return BT_ERR_ARG;
+    }
+    *out = v;
+    *end = e;
+    return BT_OK;
+}
+
+static bt_status_t push(bt_int_list_t *l, int *cap, long v)
+{
+    if (l->n == *cap) {
+        *cap = *cap ? 2 * *cap : 8;
+        int *nv = realloc(l->v, sizeof(int) * (size_t)*cap);
+        if (nv == NULL)
+            return BT_ERR_NOMEM;
+        l->v = nv;
+    }
+    l->v[l->n++] = (int)v;
+    return BT_OK;
+}
+
+/* One item: "N", "A-B", "A-B+S" or "A-B*M". */
+static bt_status_t parse_item(const char *flag, const char *item, long min, long max,
+                              bt_int_list_t *l, int *cap)
+{
+    const char *p;
+    long first, last, step = 1;
+    char op = '+';
+    bt_status_t st = parse_num(flag, item, item, min, max, &first, &p);
+    if (st != BT_OK)
+        return st;
+    if (*p == '\0')
+        return push(l, cap, first);
+    if (*p != '-' || (st = parse_num(flag, item, p + 1, min, max, &last, &p)))
+        return st ? st : (bt_log_error("%s: '%s' is not an integer or range", flag, item),
+                          BT_ERR_ARG);
+    if (*p == '+' || *p == '*') {
+        op = *p;
+        if ((st = parse_num(flag, item, p + 1, 1, 1L << 30, &step, &p)))
+            return st;
+    }
+    if (*p != '\0' || last < first || (op == '*' && (step < 2 || first < 1))) {
+        bt_log_error("%s: '%s' is not a valid range (first-last[+step|*mult], first <= last%s)",
+                     flag, item, op == '*' ? ", mult >= 2, first >= 1" : "");
+        return BT_ERR_ARG;
+    }
+    for (long v = first; v <= last; v = op == '+' ? v + step : v * step)
+        if ((st = push(l, cap, v)))
+            return st;
+    return BT_OK;
+}
+
+bt_status_t bt_parse_list(const char *flag, const char *s, long min, long max,
+                          bt_int_list_t *out)
+{
+    bt_int_list_t l = {0};
+    int cap = 0;
+    char *copy = strdup(s);
+    if (copy == NULL)
+        return BT_ERR_NOMEM;
+    bt_status_t st = BT_OK;
+    char *save = NULL;
+    if (*s == '\0' || s[strlen(s) - 1] == ',' || strstr(s, ",,") != NULL || *s == ',') {
+        bt_log_error("%s: '%s' has an empty item", flag, s);
+        st = BT_ERR_ARG;
+    }
+    for (char *item = strtok_r(copy, ",", &save); item && st == BT_OK;
+         item = strtok_r(NULL, ",", &save))
+        st = parse_item(flag, item, min, max, &l, &cap);
+    free(copy);
+    if (st != BT_OK) {
+        free(l.v);
+        return st;
+    }
+    bt_int_list_free(out);
+    *out = l;
+    return BT_OK;
+}
+
+void bt_int_list_free(bt_int_list_t *l)
+{
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/* ---- flags ---- */
+
+void bt_bench_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: [mpirun -np S] baton-bench -m MODEL.gguf [options]\n"
+            "Lists are comma-separated; items may be ranges first-last[+step|*mult].\n"
+            "Every combination of the lists is run.\n"
+            "  -m, --model FILE[,FILE]   model(s) (repeatable)\n"
+            "  -p, --n-prompt LIST       prompt lengths for ppN tests (default 512; 0: none)\n"
+            "  -n, --n-gen LIST          decode steps for tgN tests (default 128; 0: none)\n"
+            "  -pg PP,TG                 a prompt followed by decode (repeatable)\n"
+            "  -b, --batch-size LIST     logical batch (default 2048)\n"
+            "  -ub, --ubatch-size LIST   micro-batch (default 512)\n"
+            "  -t, --threads LIST        OpenMP threads per rank (default: cores / ranks per node)\n"
+            "  -ts, --tensor-split LIST  layer proportions per rank, e.g. 1/1,3/1 (default: balanced)\n"
+            "      --pipeline LIST       1: GPipe prefill, 0: synchronous (default 1)\n"
+            "  -r, --repetitions N       repetitions per test (default 5)\n"
+            "      --no-warmup           skip the warm-up run\n"
+            "      --delay SECONDS       pause between tests (default 0)\n"
+            "  -o, --output FORMAT       md, csv, json or jsonl (default md)\n"
+            "      --hdf5 FILE           append every result with provenance to FILE\n"
+            "      --trace-dir DIR       write a Chrome trace per test into DIR\n"
+            "  -v, --verbose             per-repetition times and stage timings\n"
+            "  -h, --help                this text\n");
+}
+
+static bt_status_t add_models(bt_bench_params_t *p, const char *s)
+{
+    char *copy = strdup(s), *save = NULL;
+    if (copy == NULL)
+        return BT_ERR_NOMEM;
+    for (char *m = strtok_r(copy, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+        char **nm = realloc(p->models, sizeof(char *) * (size_t)(p->n_models + 1));
+        if (nm == NULL || (nm[p->n_models] = strdup(m)) == NULL) {
+            p->models = nm ? nm : p->models;
+            free(copy);
+            return BT_ERR_NOMEM;
+        }
+        p->models = nm;
+        p->n_models++;
+    }
+    free(copy);
+    return BT_OK;
+}
+
+static bt_status_t add_pg(bt_bench_params_t *p, const char *s)
+{
+    bt_int_list_t l = {0};
+    bt_status_t st = bt_parse_list("-pg", s, 1, 1 << 24, &l);
+    if (st == BT_OK && l.n != 2) {
+        bt_log_error("-pg: '%s' must be two numbers: prompt,gen", s);
+        st = BT_ERR_ARG;
+    }
+    if (st == BT_OK) {
+        int(*np)[2] = realloc(p->pg, sizeof *p->pg * (size_t)(p->n_pg + 1));
+        if (np == NULL) {
+            st = BT_ERR_NOMEM;
+        } else {
+            p->pg = np;
+            p->pg[p->n_pg][0] = l.v[0];
+            p->pg[p->n_pg][1] = l.v[1];
+            p->n_pg++;
+        }
+    }
+    bt_int_list_free(&l);
+    return st;
+}
+
+/* "-ts 1/1,3/1": splits separated by commas, ratios by '/' or ';'. */
+static bt_status_t set_splits(bt_bench_params_t *p, const char *s)
+{
+    char *copy = strdup(s), *save = NULL;
+    if (copy == NULL)
+        return BT_ERR_NOMEM;
+    bt_status_t st = BT_OK;
+    for (char *item = strtok_r(copy, ",", &save); item && st == BT_OK;
+         item = strtok_r(NULL, ",", &save)) {
+        for (char *c = item; *c; c++)
+            *c = *c == ';' ? '/' : *c;
+        bt_split_t sp = {0};
+        if ((st = bt_parse_ratios("-ts", item, &sp.ratios, &sp.n)))
+            break;
+        bt_split_t *ns = realloc(p->splits, sizeof *ns * (size_t)(p->n_splits + 1));
+        if (ns == NULL) {
+            free(sp.ratios);
+            st = BT_ERR_NOMEM;
+            break;
+        }
+        p->splits = ns;
+        p->splits[p->n_splits++] = sp;
+    }
+    free(copy);
+    return st;
+}
+
+static bt_status_t parse_float_arg(const char *flag, const char *s, double *out)
+{
+    char *e;
+    double v = strtod(s, &e);
+    if (e == s || *e != '\0' || !(v >= 0.0 && v < 1e6)) {
+        bt_log_error("%s: '%s' is not a number of seconds >= 0", flag, s);
+        return BT_ERR_ARG;
+    }
+    *out = v;
+    return BT_OK;
+}
+
+bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
+                                  bt_bench_params_t *p)
+{
+    *p = (bt_bench_params_t){.reps = 5, .warmup = true, .output = "md"};
+    bt_status_t st = BT_OK;
+    bool lists_set[6] = {false};
+    bt_int_list_t *lists[6] = {&p->n_prompt, &p->n_gen, &p->batch, &p->ubatch, &p->threads,
+                               &p->pipeline};
+    bool splits_set = false;
+    for (int i = 1; i < argc && st == BT_OK; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int li = -1;
+        bool takes_value = true;
+        long min = 1, max = 1 << 24;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            p->help = 1;
+            return BT_OK;
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            p->verbose = 1;
+            takes_value = false;
+        } else if (!strcmp(a, "--no-warmup")) {
+            p->warmup = false;
+            takes_value = false;
+        } else if (val == NULL && a[0] == '-') {
+            bool known = false;
+            static const char *const with_value[] = {
+                "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-b", "--batch-size",
+                "-ub", "--ubatch-size", "-t", "--threads", "-ts", "--tensor-split", "--pipeline",
+                "-r", "--repetitions", "--delay", "-o", "--output", "--hdf5", "--trace-dir"};
+            for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+                known = known || !strcmp(a, with_value[k]);
+            bt_log_error(known ? "option '%s' needs a value" : "unknown option '%s'", a);
+            st = BT_ERR_ARG;
+            break;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            st = add_models(p, val);
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
+            li = 0, min = 0;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
+            li = 1, min = 0;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
+            li = 2;
+        } else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size")) {
+            li = 3;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            li = 4, max = 1024;
+        } else if (!strcmp(a, "--pipeline")) {
+            li = 5, min = 0, max = 1;
+        } else if (!strcmp(a, "-pg")) {
+            st = add_pg(p, val);
+        } else if (!strcmp(a, "-ts") || !strcmp(a, "--tensor-split")) {
+            if (!splits_set) {
+                for (int k = 0; k < p->n_splits; k++)
+                    free(p->splits[k].ratios);
+                p->n_splits = 0;
+            }
+            splits_set = true;
+            st = set_splits(p, val);
+        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
+            st = bt_parse_int("-r", val, 1, 100000, &p->reps);
+        } else if (!strcmp(a, "--delay")) {
+            st = parse_float_arg("--delay", val, &p->delay);
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (strcmp(val, "md") && strcmp(val, "csv") && strcmp(val, "json") &&
+                strcmp(val, "jsonl")) {
+                bt_log_error("-o: '%s' is not one of md, csv, json, jsonl", val);
+                st = BT_ERR_ARG;
+            }
+            p->output = val;
+        } else if (!strcmp(a, "--hdf5")) {
+            p->hdf5 = val;
+        } else if (!strcmp(a, "--trace-dir")) {
+            p->trace_dir = val;
+        } else {
+            bt_log_error(a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
+            st = BT_ERR_ARG;
+        }
+        if (li >= 0 && st == BT_OK) {
+            st = bt_parse_list(a, val, min, max, lists[li]);
+            lists_set[li] = true;
+        }
+        if (takes_value)
+            i++;
+    }
+    /* defaults for the lists not given (llama-bench's) */
+    static const char *const defaults[6] = {"512", "128", "2048", "512", NULL, "1"};
+    char threads[16];
+    snprintf(threads, sizeof threads, "%d", default_threads);
+    for (int li = 0; li < 6 && st == BT_OK; li++)
+        if (!lists_set[li])
+            st = bt_parse_list("default", li == 4 ? threads : defaults[li], 0, 1 << 24,
+                               lists[li]);
+    if (st == BT_OK && p->n_splits == 0) {
+        p->splits = calloc(1, sizeof *p->splits);
+        p->n_splits = p->splits ? 1 : 0;
+        st = p->splits ? BT_OK : BT_ERR_NOMEM;
+    }
+    if (st == BT_OK && p->n_models == 0) {
+        bt_log_error("no model given (-m FILE)");
+        st = BT_ERR_ARG;
+    }
+    return st;
+}
+
+void bt_bench_params_free(bt_bench_params_t *p)
+{
+    for (int i = 0; i < p->n_models; i++)
+        free(p->models[i]);
+    free(p->models);
+    bt_int_list_t *lists[6] = {&p->n_prompt, &p->n_gen, &p->batch, &p->ubatch, &p->threads,
+                               &p->pipeline};
+    for (int i = 0; i < 6; i++)
+        bt_int_list_free(lists[i]);
+    free(p->pg);
+    for (int i = 0; i < p->n_splits; i++)
+        free(p->splits[i].ratios);
+    free(p->splits);
+    *p = (bt_bench_params_t){0};
+}
+
+/* ---- the product ---- */
+
+bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, int *n)
+{
+    size_t per = 0;
+    for (int i = 0; i < p->n_prompt.n; i++)
+        per += p->n_prompt.v[i] > 0;
+    for (int i = 0; i < p->n_gen.n; i++)
+        per += p->n_gen.v[i] > 0;
+    per += (size_t)p->n_pg;
+    size_t cap = per * (size_t)p->n_models * (size_t)p->n_splits * (size_t)p->threads.n *
+                 (size_t)p->batch.n * (size_t)p->ubatch.n * (size_t)p->pipeline.n;
+    bt_bench_test_t *t = malloc(sizeof *t * (cap ? cap : 1));
+    if (t == NULL)
+        return BT_ERR_NOMEM;
+    int k = 0;
+    for (int mi = 0; mi < p->n_models; mi++)
+    for (int si = 0; si < p->n_splits; si++)
+    for (int ti = 0; ti < p->threads.n; ti++)
+    for (int bi = 0; bi < p->batch.n; bi++)
+    for (int ui = 0; ui < p->ubatch.n; ui++)
+    for (int pi = 0; pi < p->pipeline.n; pi++) {
+        if (p->ubatch.v[ui] > p->batch.v[bi])
+            continue;
+        bt_bench_test_t base = {p->models[mi], &p->splits[si], p->threads.v[ti], p->batch.v[bi],
+                                p->ubatch.v[ui], p->pipeline.v[pi], BT_TEST_PP, 0, 0};
+        for (int i = 0; i < p->n_prompt.n; i++)
+            if (p->n_prompt.v[i] > 0) {
+                t[k] = base;
+                t[k++].n_prompt = p->n_prompt.v[i];
+            }
+        for (int i = 0; i < p->n_gen.n; i++)
+            if (p->n_gen.v[i] > 0) {
+                t[k] = base;
+                t[k].kind = BT_TEST_TG;
+                t[k++].n_gen = p->n_gen.v[i];
+            }
+        for (int i = 0; i < p->n_pg; i++) {
+            t[k] = base;
+            t[k].kind = BT_TEST_PG;
+            t[k].n_prompt = p->pg[i][0];
+            t[k++].n_gen = p->pg[i][1];
+        }
+    }
+    *tests = t;
+    *n = k;
+    return BT_OK;
+}
+
+void bt_bench_test_name(const bt_bench_test_t *t, char *buf, size_t size)
+{
+    switch (t->kind) {
+    case BT_TEST_PP: snprintf(buf, size, "pp%d", t->n_prompt); break;
+    case BT_TEST_TG: snprintf(buf, size, "tg%d", t->n_gen); break;
+    case BT_TEST_PG: snprintf(buf, size, "pp%d+tg%d", t->n_prompt, t->n_gen); break;
+    }
+}

@@ -1,0 +1,80 @@
+/*
+ * params.h: baton-bench's command line: value lists as llama-bench parses
+ * them, and the cartesian product of all lists as a sequence of tests.
+ *
+ * A list is comma-separated items; an item is a number or a range:
+ *   first-last        every value from first to last
+ *   first-last+step   first, first+step, ... up to last
+ *   first-last*mult   first, first*mult, ... up to last
+ * e.g. -p 128-1024*2 gives 128,256,512,1024.
+ */
+#ifndef BT_BENCH_PARAMS_H
+#define BT_BENCH_PARAMS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "common.h"
+
+typedef struct bt_int_list {
+    int *v;
+    int n;
+} bt_int_list_t;
+
+/* Parses a list of integers in [min, max]; BT_ERR_ARG with one message
+ * naming the flag and the item. Replaces *out (freeing its old values). */
+bt_status_t bt_parse_list(const char *flag, const char *s, long min, long max,
+                          bt_int_list_t *out);
+void bt_int_list_free(bt_int_list_t *l);
+
+/* A tensor split: ratios per rank (empty: balance by cost). */
+typedef struct bt_split {
+    double *ratios;
+    int n;
+} bt_split_t;
+
+typedef enum bt_test_kind { BT_TEST_PP, BT_TEST_TG, BT_TEST_PG } bt_test_kind_t;
+
+typedef struct bt_bench_params {
+    char **models;
+    int n_models;
+    bt_int_list_t n_prompt, n_gen, batch, ubatch, threads, pipeline;
+    int (*pg)[2]; /* -pg pairs */
+    int n_pg;
+    bt_split_t *splits; /* -ts values; one empty split by default */
+    int n_splits;
+    int reps;
+    bool warmup;
+    double delay;
+    const char *output; /* md, csv, json, jsonl */
+    const char *hdf5;
+    const char *trace_dir;
+    int verbose;
+    int help;
+} bt_bench_params_t;
+
+/* One test of the cartesian product. */
+typedef struct bt_bench_test {
+    const char *model;
+    const bt_split_t *split;
+    int threads, batch, ubatch, pipeline;
+    bt_test_kind_t kind;
+    int n_prompt, n_gen;
+} bt_bench_test_t;
+
+/* Parses argv (every rank parses alike). default_threads fills -t when it
+ * is not given. Logs one message and returns BT_ERR_ARG on a bad flag. */
+bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
+                                  bt_bench_params_t *p);
+void bt_bench_params_free(bt_bench_params_t *p);
+void bt_bench_usage(FILE *f);
+
+/* The tests in run order: models outermost, then split, threads, batch,
+ * micro-batch, pipeline; within those pp tests, tg tests, pg tests.
+ * Combinations with ubatch > batch are skipped. *tests is malloc'd. */
+bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, int *n);
+
+/* "pp512", "tg128", "pp512+tg128" */
+void bt_bench_test_name(const bt_bench_test_t *t, char *buf, size_t size);
+
+#endif /* BT_BENCH_PARAMS_H */

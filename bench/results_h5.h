@@ -1,0 +1,51 @@
+/*
+ * results_h5.h: baton-bench results in an HDF5 file (rank 0 only; the only
+ * place besides tests that includes hdf5.h).
+ *
+ * Layout (format "baton-bench results", version 1), every dataset 1-D,
+ * chunked and extendible, of a compound type:
+ *   /runs         one row per invocation: provenance (command line, build
+ *                 commit, configure options, MPI library, CPU, Slurm job id,
+ *                 rank->host map, start time)
+ *   /results      one row per test, with its run_id
+ *   /samples      one row per repetition (row_id, rep, ns, t/s)
+ *   /stage_times  one row per test and rank (busy, wait, send, recv seconds)
+ * Root attributes: format, format_version, created, creator.
+ *
+ * The file is opened, appended to and closed for each row, so a run killed
+ * later leaves every finished row readable, and existing rows are never
+ * rewritten. A file with another layout is refused before anything is
+ * written.
+ */
+#ifndef BT_BENCH_RESULTS_H5_H
+#define BT_BENCH_RESULTS_H5_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "report.h"
+
+#define BT_H5_FORMAT "baton-bench results"
+#define BT_H5_FORMAT_VERSION 1
+
+typedef struct bt_run_info {
+    char start_time[32];
+    char command_line[2048];
+    char build_commit[48];
+    char configure_args[1024];
+    char mpi_version[256];
+    char cpu_info[128];
+    char slurm_job_id[32];
+    char hosts[1024]; /* host of rank 0, 1, ... comma-separated */
+    int32_t n_ranks;
+} bt_run_info_t;
+
+/* Creates path (or checks an existing one has this layout) and appends the
+ * run's provenance row; *run_id identifies it in later rows. */
+bt_status_t bt_h5_begin_run(const char *path, const bt_run_info_t *run, int64_t *run_id);
+
+/* Appends one test's row, its samples and its per-rank stage times. */
+bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t *row,
+                         const char *const *rank_hosts);
+
+#endif /* BT_BENCH_RESULTS_H5_H */

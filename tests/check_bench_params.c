@@ -1,0 +1,146 @@
+/* check_bench_params.c: baton-bench's lists, ranges, flags and the
+ * cartesian product of tests. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "params.h"
+#include "testutil.h"
+
+static void expect_list(const char *s, const int *want, int n)
+{
+    bt_int_list_t l = {0};
+    ck_assert_int_eq(bt_parse_list("-p", s, 0, 1 << 24, &l), BT_OK);
+    ck_assert_int_eq(l.n, n);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(l.v[i], want[i]);
+    bt_int_list_free(&l);
+}
+
+START_TEST(test_lists)
+{
+    expect_list("512", (int[]){512}, 1);
+    expect_list("1,2,3", (int[]){1, 2, 3}, 3);
+    expect_list("1-4", (int[]){1, 2, 3, 4}, 4);
+    expect_list("1-8+3", (int[]){1, 4, 7}, 3);
+    expect_list("128-1024*2", (int[]){128, 256, 512, 1024}, 4);
+    expect_list("16,64-256*4,1000", (int[]){16, 64, 256, 1000}, 4);
+    expect_list("5-5", (int[]){5}, 1);
+}
+END_TEST
+
+START_TEST(test_bad_lists)
+{
+    bt_int_list_t l = {0};
+    static const char *const bad[] = {"", "x", "1,", ",1", "1,,2", "4-1", "1-", "1-4+0",
+                                      "1-8*1", "0-8*2", "1-4/2", "2.5", "-3", "99999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(bt_parse_list("-p", bad[i], 0, 1 << 24, &l) == BT_ERR_ARG,
+                      "'%s' was accepted", bad[i]);
+    ck_assert_int_eq(bt_parse_list("-ub", "0", 1, 100, &l), BT_ERR_ARG);
+    ck_assert_int_eq(bt_parse_list("-ub", "101", 1, 100, &l), BT_ERR_ARG);
+}
+END_TEST
+
+static bt_status_t parse(bt_bench_params_t *p, const char *line)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "baton-bench %s", line);
+    char *argv[64];
+    int argc = 0;
+    for (char *tok = strtok(buf, " "); tok && argc < 64; tok = strtok(NULL, " "))
+        argv[argc++] = tok;
+    return bt_bench_params_parse(argc, argv, 3, p);
+}
+
+START_TEST(test_flags_and_product)
+{
+    bt_bench_params_t p;
+    ck_assert_int_eq(parse(&p, "-m a.gguf,b.gguf -p 128,512 -n 32 -pg 64,8 -ub 64,128 -b 256 "
+                               "--pipeline 0,1 -r 2 -ts 1/1,3/1 -o json --no-warmup"),
+                     BT_OK);
+    ck_assert_int_eq(p.n_models, 2);
+    ck_assert_int_eq(p.reps, 2);
+    ck_assert(!p.warmup);
+    ck_assert_str_eq(p.output, "json");
+    ck_assert_int_eq(p.n_splits, 2);
+    ck_assert(p.splits[1].n == 2 && p.splits[1].ratios[0] == 3 && p.splits[1].ratios[1] == 1);
+    ck_assert_int_eq(p.threads.n, 1);
+    ck_assert_int_eq(p.threads.v[0], 3); /* the default passed in */
+    bt_bench_test_t *t;
+    int n;
+    ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
+    /* 2 models x 2 splits x 1 thread x 1 batch x 2 ub x 2 pipeline x (2 pp + 1 tg + 1 pg) */
+    ck_assert_int_eq(n, 2 * 2 * 2 * 2 * 4);
+    char name[48];
+    bt_bench_test_name(&t[0], name, sizeof name);
+    ck_assert_str_eq(name, "pp128");
+    ck_assert_int_eq(t[0].pipeline, 0);
+    bt_bench_test_name(&t[2], name, sizeof name);
+    ck_assert_str_eq(name, "tg32");
+    bt_bench_test_name(&t[3], name, sizeof name);
+    ck_assert_str_eq(name, "pp64+tg8");
+    ck_assert_int_eq(t[4].pipeline, 1); /* pipeline varies fastest after the tests */
+    ck_assert_str_eq(t[n - 1].model, "b.gguf");
+    free(t);
+    bt_bench_params_free(&p);
+
+    /* ubatch > batch combinations are skipped */
+    ck_assert_int_eq(parse(&p, "-m a.gguf -p 64 -n 0 -ub 32,512 -b 256"), BT_OK);
+    ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(t[0].ubatch, 32);
+    free(t);
+    bt_bench_params_free(&p);
+}
+END_TEST
+
+START_TEST(test_defaults)
+{
+    bt_bench_params_t p;
+    ck_assert_int_eq(parse(&p, "-m a.gguf"), BT_OK);
+    ck_assert_int_eq(p.n_prompt.v[0], 512);
+    ck_assert_int_eq(p.n_gen.v[0], 128);
+    ck_assert_int_eq(p.batch.v[0], 2048);
+    ck_assert_int_eq(p.ubatch.v[0], 512);
+    ck_assert_int_eq(p.pipeline.v[0], 1);
+    ck_assert_int_eq(p.reps, 5);
+    ck_assert(p.warmup);
+    ck_assert_str_eq(p.output, "md");
+    bt_bench_params_free(&p);
+}
+END_TEST
+
+START_TEST(test_bad_flags)
+{
+    static const char *const bad[] = {
+        "-p 512",              /* no model */
+        "-m a.gguf -r 0",      "-m a.gguf -ub 0",       "-m a.gguf -t 0",
+        "-m a.gguf -p -5",     "-m a.gguf -n abc",      "-m a.gguf -b 1.5",
+        "-m a.gguf --pipeline 2", "-m a.gguf -o xml",   "-m a.gguf --bogus",
+        "-m a.gguf -pg 64",    "-m a.gguf -ts 1/x",     "-m a.gguf --delay -1",
+        "-m a.gguf -r",        "-m a.gguf extra",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        bt_bench_params_t p;
+        ck_assert_msg(parse(&p, bad[i]) == BT_ERR_ARG, "'%s' was accepted", bad[i]);
+        bt_bench_params_free(&p);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("bench_params");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_lists);
+    tcase_add_test(tc, test_flags_and_product);
+    tcase_add_test(tc, test_defaults);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("limits");
+    tcase_add_test(tc, test_bad_lists);
+    tcase_add_test(tc, test_bad_flags);
+    suite_add_tcase(s, tc);
+    int failed = tu_run(s);
+    return failed == 0 ? 0 : 1;
+}

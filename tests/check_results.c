@@ -1,0 +1,230 @@
+/*
+ * check_results.c: reads a baton-bench HDF5 file back with the HDF5 API.
+ * Run by tests/bench.sh:
+ *   check_results FILE N_RUNS N_ROWS N_LAYER [BEFORE.h5]
+ * checks the layout attributes, the row counts, every row's fields against
+ * its samples and stage times, the provenance of every run, and, given
+ * BEFORE.h5 (a copy taken before an append), that the rows it held are
+ * unchanged byte for byte.
+ */
+#include <check.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static const char *path, *before_path;
+static long want_runs, want_rows, n_layer;
+
+/* Reads a whole 1-D dataset in its file type; *n rows of *size bytes. */
+static void *read_all(hid_t f, const char *name, hsize_t *n, size_t *size, hid_t *type)
+{
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    ck_assert_msg(d >= 0, "no dataset /%s", name);
+    hid_t sp = H5Dget_space(d);
+    ck_assert_int_eq(H5Sget_simple_extent_ndims(sp), 1);
+    H5Sget_simple_extent_dims(sp, n, NULL);
+    hid_t ft = H5Dget_type(d);
+    *type = H5Tget_native_type(ft, H5T_DIR_ASCEND);
+    *size = H5Tget_size(*type);
+    void *buf = calloc(*n ? *n : 1, *size);
+    if (*n > 0)
+        ck_assert_int_ge(H5Dread(d, *type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf), 0);
+    H5Tclose(ft);
+    H5Sclose(sp);
+    H5Dclose(d);
+    return buf;
+}
+
+/* Offset of a member in a compound type; fails the test when absent. */
+static size_t member(hid_t type, const char *name)
+{
+    int i = H5Tget_member_index(type, name);
+    ck_assert_msg(i >= 0, "no field '%s'", name);
+    return H5Tget_member_offset(type, (unsigned)i);
+}
+
+#define FIELD(buf, size, row, type, off) (*(type *)((char *)(buf) + (row) * (size) + (off)))
+#define FSTR(buf, size, row, off) ((const char *)(buf) + (row) * (size) + (off))
+
+START_TEST(test_layout_and_runs)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_msg(f >= 0, "cannot open %s", path);
+    char format[64] = "";
+    hid_t a = H5Aopen(f, "format", H5P_DEFAULT);
+    hid_t at = H5Aget_type(a);
+    H5Aread(a, at, format);
+    H5Tclose(at);
+    H5Aclose(a);
+    ck_assert_str_eq(format, "baton-bench results");
+    int version = 0;
+    a = H5Aopen(f, "format_version", H5P_DEFAULT);
+    H5Aread(a, H5T_NATIVE_INT, &version);
+    H5Aclose(a);
+    ck_assert_int_eq(version, 1);
+
+    hsize_t n;
+    size_t sz;
+    hid_t t;
+    char *runs = read_all(f, "runs", &n, &sz, &t);
+    ck_assert_int_eq((long)n, want_runs);
+    for (hsize_t r = 0; r < n; r++) {
+        ck_assert_int_eq(FIELD(runs, sz, r, int64_t, member(t, "run_id")), (int64_t)r);
+        int ranks = FIELD(runs, sz, r, int32_t, member(t, "n_ranks"));
+        ck_assert_int_ge(ranks, 1);
+        const char *hosts = FSTR(runs, sz, r, member(t, "hosts"));
+        int commas = 0;
+        for (const char *c = hosts; *c; c++)
+            commas += *c == ',';
+        ck_assert_msg(*hosts && commas == ranks - 1, "run %llu: hosts '%s' for %d ranks",
+                      (unsigned long long)r, hosts, ranks);
+        ck_assert_ptr_nonnull(strstr(FSTR(runs, sz, r, member(t, "command_line")), "baton-bench"));
+        ck_assert(strlen(FSTR(runs, sz, r, member(t, "mpi_version"))) > 0);
+        ck_assert(strlen(FSTR(runs, sz, r, member(t, "build_commit"))) > 0);
+        ck_assert(strlen(FSTR(runs, sz, r, member(t, "cpu_info"))) > 0);
+        const char *start = FSTR(runs, sz, r, member(t, "start_time"));
+        ck_assert_msg(strlen(start) == 20 && start[4] == '-' && start[10] == 'T' && start[19] == 'Z',
+                      "start_time '%s' is not ISO 8601 UTC", start);
+        member(t, "slurm_job_id");
+        member(t, "configure_args");
+    }
+    free(runs);
+    H5Tclose(t);
+    H5Fclose(f);
+}
+END_TEST
+
+START_TEST(test_rows)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    hsize_t nr, ns, nst;
+    size_t szr, szs, szt;
+    hid_t tr, ts, tt;
+    char *res = read_all(f, "results", &nr, &szr, &tr);
+    char *smp = read_all(f, "samples", &ns, &szs, &ts);
+    char *stg = read_all(f, "stage_times", &nst, &szt, &tt);
+    ck_assert_int_eq((long)nr, want_rows);
+    hsize_t total_reps = 0, total_ranks = 0;
+    for (hsize_t r = 0; r < nr; r++) {
+        ck_assert_int_eq(FIELD(res, szr, r, int64_t, member(tr, "row_id")), (int64_t)r);
+        const char *test = FSTR(res, szr, r, member(tr, "test"));
+        int np = FIELD(res, szr, r, int32_t, member(tr, "n_prompt"));
+        int ng = FIELD(res, szr, r, int32_t, member(tr, "n_gen"));
+        char expect[64];
+        if (np > 0 && ng > 0)
+            snprintf(expect, sizeof expect, "pp%d+tg%d", np, ng);
+        else
+            snprintf(expect, sizeof expect, np > 0 ? "pp%d" : "tg%d", np > 0 ? np : ng);
+        ck_assert_str_eq(test, expect);
+        int reps = FIELD(res, szr, r, int32_t, member(tr, "reps"));
+        int ranks = FIELD(res, szr, r, int32_t, member(tr, "n_ranks"));
+        int pipeline = FIELD(res, szr, r, int32_t, member(tr, "pipeline"));
+        ck_assert(pipeline == 0 || pipeline == 1);
+        ck_assert_int_ge(FIELD(res, szr, r, int32_t, member(tr, "n_ubatch")), 1);
+        ck_assert(FIELD(res, szr, r, uint64_t, member(tr, "model_size")) > 0);
+        ck_assert(FIELD(res, szr, r, uint64_t, member(tr, "model_n_params")) > 0);
+        /* the layer split covers every layer once, one entry per rank */
+        const char *split = FSTR(res, szr, r, member(tr, "layer_split"));
+        long sum = 0;
+        int parts = 0;
+        for (const char *c = split; *c; parts++) {
+            char *end;
+            sum += strtol(c, &end, 10);
+            c = *end == '/' ? end + 1 : end;
+        }
+        ck_assert_int_eq(sum, n_layer);
+        ck_assert_int_eq(parts, ranks);
+        /* averages are the mean of this row's samples */
+        double sum_ts = 0;
+        int count = 0;
+        for (hsize_t i = 0; i < ns; i++)
+            if (FIELD(smp, szs, i, int64_t, member(ts, "row_id")) == (int64_t)r) {
+                double t_ns = FIELD(smp, szs, i, double, member(ts, "ns"));
+                double t_ts = FIELD(smp, szs, i, double, member(ts, "ts"));
+                ck_assert(t_ns > 0 && t_ts > 0);
+                ck_assert_double_eq_tol(t_ts, (np + ng) / (t_ns * 1e-9), 1e-6 * t_ts);
+                sum_ts += t_ts;
+                count++;
+            }
+        ck_assert_int_eq(count, reps);
+        double avg = FIELD(res, szr, r, double, member(tr, "avg_ts"));
+        ck_assert_double_eq_tol(avg, sum_ts / reps, 1e-9 * avg);
+        ck_assert(FIELD(res, szr, r, double, member(tr, "stddev_ts")) >= 0);
+        total_reps += (hsize_t)reps;
+        /* one stage-time row per rank, and a busy stage */
+        int stages = 0;
+        for (hsize_t i = 0; i < nst; i++)
+            if (FIELD(stg, szt, i, int64_t, member(tt, "row_id")) == (int64_t)r) {
+                ck_assert_int_eq(FIELD(stg, szt, i, int32_t, member(tt, "rank")), stages);
+                ck_assert(FIELD(stg, szt, i, double, member(tt, "busy_s")) > 0);
+                ck_assert(FIELD(stg, szt, i, double, member(tt, "wait_s")) >= 0);
+                ck_assert(strlen(FSTR(stg, szt, i, member(tt, "host"))) > 0);
+                stages++;
+            }
+        ck_assert_int_eq(stages, ranks);
+        total_ranks += (hsize_t)ranks;
+    }
+    ck_assert_int_eq(ns, total_reps);
+    ck_assert_int_eq(nst, total_ranks);
+    free(res);
+    free(smp);
+    free(stg);
+    H5Tclose(tr);
+    H5Tclose(ts);
+    H5Tclose(tt);
+    H5Fclose(f);
+}
+END_TEST
+
+START_TEST(test_append_kept_old_rows)
+{
+    if (before_path == NULL)
+        return;
+    hid_t fa = H5Fopen(before_path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t fb = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(fa >= 0 && fb >= 0);
+    static const char *const names[] = {"runs", "results", "samples", "stage_times"};
+    for (int i = 0; i < 4; i++) {
+        hsize_t na, nb;
+        size_t sa, sb;
+        hid_t ta, tb;
+        char *a = read_all(fa, names[i], &na, &sa, &ta);
+        char *b = read_all(fb, names[i], &nb, &sb, &tb);
+        ck_assert_uint_eq(sa, sb);
+        ck_assert_msg(nb > na, "/%s did not grow (%llu -> %llu)", names[i],
+                      (unsigned long long)na, (unsigned long long)nb);
+        ck_assert_msg(memcmp(a, b, na * sa) == 0, "/%s: old rows changed", names[i]);
+        free(a);
+        free(b);
+        H5Tclose(ta);
+        H5Tclose(tb);
+    }
+    H5Fclose(fa);
+    H5Fclose(fb);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc < 5) {
+        fprintf(stderr, "usage: check_results FILE N_RUNS N_ROWS N_LAYER [BEFORE.h5]\n");
+        return 2;
+    }
+    path = argv[1];
+    want_runs = strtol(argv[2], NULL, 10);
+    want_rows = strtol(argv[3], NULL, 10);
+    n_layer = strtol(argv[4], NULL, 10);
+    before_path = argc > 5 ? argv[5] : NULL;
+    Suite *s = suite_create("results_h5");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_layout_and_runs);
+    tcase_add_test(tc, test_rows);
+    tcase_add_test(tc, test_append_kept_old_rows);
+    suite_add_tcase(s, tc);
+    int failed = tu_run(s);
+    return failed == 0 ? 0 : 1;
+}
