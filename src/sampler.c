@@ -1,5 +1,9 @@
-/* sampler.c: token choice from logits. */
+/* sampler.c: greedy and the llama.cpp-style sampling chain. */
 #include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 int32_t bt_sample_greedy(const float *logits, int n)
 {
@@ -8,4 +12,219 @@ int32_t bt_sample_greedy(const float *logits, int n)
         if (logits[i] > logits[best])
             best = i;
     return best;
+}
+
+bt_sampler_params_t bt_sampler_defaults(void)
+{
+    return (bt_sampler_params_t){
+        .temp = 0.8f,
+        .top_k = 40,
+        .top_p = 0.95f,
+        .min_p = 0.05f,
+        .repeat_penalty = 1.0f,
+        .repeat_last_n = 64,
+        .seed = 0,
+    };
+}
+
+typedef struct cand {
+    int32_t id;
+    float logit;
+    float p;
+} cand_t;
+
+struct bt_sampler {
+    bt_sampler_params_t p;
+    int n_vocab;
+    cand_t *cand;      /* [n_vocab] */
+    float *work;       /* [n_vocab] penalized logits */
+    int32_t *recent;   /* ring of the last repeat_last_n tokens */
+    int n_recent, head;
+    uint64_t rng[4];
+};
+
+/* ---- random numbers: xoshiro256** seeded by splitmix64 ---- */
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+static void rng_seed(uint64_t *s, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) {
+        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        s[i] = z ^ (z >> 31);
+    }
+}
+
+/* Uniform in [0, 1). */
+static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1p-53; }
+
+/* ---- setup ---- */
+
+bt_status_t bt_sampler_init(const bt_sampler_params_t *p, int n_vocab, bt_sampler_t **out)
+{
+    const char *bad = !(p->temp >= 0.0f)                                ? "--temp must be >= 0"
+                      : !(p->top_p > 0.0f && p->top_p <= 1.0f)          ? "--top-p must be in (0, 1]"
+                      : !(p->min_p >= 0.0f && p->min_p <= 1.0f)         ? "--min-p must be in [0, 1]"
+                      : !(p->repeat_penalty > 0.0f)                     ? "--repeat-penalty must be > 0"
+                      : p->repeat_last_n < 0                            ? "--repeat-last-n must be >= 0"
+                                                                        : NULL;
+    if (bad != NULL || n_vocab < 1) {
+        bt_log_error("sampler: %s (temp %g, top-p %g, min-p %g, repeat penalty %g, last %d)",
+                     bad ? bad : "empty vocabulary", p->temp, p->top_p, p->min_p,
+                     p->repeat_penalty, p->repeat_last_n);
+        return BT_ERR_ARG;
+    }
+    bt_sampler_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return BT_ERR_NOMEM;
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->cand = malloc(sizeof *s->cand * (size_t)n_vocab);
+    s->work = malloc(sizeof *s->work * (size_t)n_vocab);
+    s->recent = malloc(sizeof *s->recent * (size_t)(p->repeat_last_n + 1));
+    if (s->cand == NULL || s->work == NULL || s->recent == NULL) {
+        bt_sampler_free(s);
+        return BT_ERR_NOMEM;
+    }
+    rng_seed(s->rng, p->seed);
+    *out = s;
+    return BT_OK;
+}
+
+void bt_sampler_free(bt_sampler_t *s)
+{
+    if (s == NULL)
+        return;
+    free(s->cand);
+    free(s->work);
+    free(s->recent);
+    free(s);
+}
+
+void bt_sampler_accept(bt_sampler_t *s, int32_t token)
+{
+    if (s->p.repeat_last_n == 0)
+        return;
+    s->recent[s->head] = token;
+    s->head = (s->head + 1) % s->p.repeat_last_n;
+    if (s->n_recent < s->p.repeat_last_n)
+        s->n_recent++;
+}
+
+/* ---- the chain ---- */
+
+/* llama.cpp's penalty: a positive logit is divided by the penalty, a
+ * negative one multiplied, once per distinct recent token. */
+static const float *penalize(bt_sampler_t *s, const float *logits)
+{
+    if (s->p.repeat_penalty == 1.0f || s->n_recent == 0)
+        return logits;
+    memcpy(s->work, logits, sizeof(float) * (size_t)s->n_vocab);
+    for (int i = 0; i < s->n_recent; i++) {
+        int32_t t = s->recent[i];
+        if (t < 0 || t >= s->n_vocab)
+            continue;
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = s->recent[j] == t;
+        if (!seen)
+            s->work[t] = logits[t] > 0 ? logits[t] / s->p.repeat_penalty
+                                       : logits[t] * s->p.repeat_penalty;
+    }
+    return s->work;
+}
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const cand_t *x = a, *y = b;
+    if (x->logit != y->logit)
+        return x->logit < y->logit ? 1 : -1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Keeps the k best candidates, sorted by logit (descending, id ascending
+ * on ties): a bounded selection for small k, a full sort otherwise. */
+static int top_k(cand_t *c, int n, int k)
+{
+    if (k <= 0 || k >= n) {
+        qsort(c, (size_t)n, sizeof *c, cmp_cand);
+        return n;
+    }
+    /* insertion into a sorted prefix of length k */
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m == k && cmp_cand(&c[i], &c[k - 1]) >= 0)
+            continue;
+        cand_t x = c[i];
+        int j = m < k ? m++ : k - 1;
+        while (j > 0 && cmp_cand(&x, &c[j - 1]) < 0) {
+            c[j] = c[j - 1];
+            j--;
+        }
+        c[j] = x;
+    }
+    return m;
+}
+
+/* p = softmax(logit / temp) over the n sorted candidates. */
+static void softmax(cand_t *c, int n, float temp)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        c[i].p = expf((c[i].logit - c[0].logit) / temp);
+        sum += c[i].p;
+    }
+    for (int i = 0; i < n; i++)
+        c[i].p = (float)(c[i].p / sum);
+}
+
+int32_t bt_sampler_sample(bt_sampler_t *s, const float *logits)
+{
+    const float *l = penalize(s, logits);
+    if (s->p.temp <= 0.0f)
+        return bt_sample_greedy(l, s->n_vocab);
+    for (int i = 0; i < s->n_vocab; i++)
+        s->cand[i] = (cand_t){i, l[i], 0.0f};
+    int n = top_k(s->cand, s->n_vocab, s->p.top_k);
+    softmax(s->cand, n, 1.0f);
+    if (s->p.top_p < 1.0f) { /* smallest prefix holding top_p of the mass */
+        double cum = 0.0;
+        int keep = n;
+        for (int i = 0; i < n; i++) {
+            cum += s->cand[i].p;
+            if (cum >= s->p.top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+    }
+    if (s->p.min_p > 0.0f) { /* p >= min_p * p_max, relative to the first */
+        int keep = 1;
+        while (keep < n && s->cand[keep].p >= s->p.min_p * s->cand[0].p)
+            keep++;
+        n = keep;
+    }
+    softmax(s->cand, n, s->p.temp);
+    double u = rng_uniform(s->rng), cum = 0.0;
+    for (int i = 0; i < n; i++) {
+        cum += s->cand[i].p;
+        if (u < cum)
+            return s->cand[i].id;
+    }
+    return s->cand[n - 1].id;
 }

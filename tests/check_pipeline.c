@@ -183,6 +183,46 @@ START_TEST(test_traffic)
 }
 END_TEST
 
+typedef struct gen {
+    int32_t ids[16];
+    int n, want;
+} gen_t;
+
+static bool collect_token(void *arg, int32_t token)
+{
+    gen_t *g = arg;
+    g->ids[g->n++] = token;
+    return g->n < g->want;
+}
+
+/* Generation driven by rank 0's callback: it stops after N_GEN + 1 tokens
+ * (before max_steps); every rank follows the STOP and the tokens are the
+ * greedy reference. Then a second prompt on the same pipe still works. */
+START_TEST(test_generate_stop)
+{
+    bt_pipe_t p;
+    bt_pipe_config_t cfg = config(8, NULL, 0);
+    cfg.all_logits = false;
+    ck_assert_int_eq(bt_pipe_init(&p, MPI_COMM_WORLD, &cfg), BT_OK);
+    for (int round = 0; round < 2; round++) {
+        int32_t first = -1;
+        ck_assert_int_eq(bt_pipe_prefill(&p, tokens, N_PROMPT, 0, 8, BT_PIPE_GPIPE, NULL, NULL,
+                                         &first),
+                         BT_OK);
+        gen_t g = {.want = N_GEN + 1};
+        int steps = -1;
+        ck_assert_int_eq(bt_pipe_generate(&p, first, N_PROMPT, 10, collect_token, &g, &steps),
+                         BT_OK);
+        int ok = steps == N_GEN;
+        if (rank == 0)
+            ok = ok && g.n == N_GEN + 1 && memcmp(g.ids, ref_ids, sizeof ref_ids) == 0;
+        ck_assert_msg(all_ok(ok), "round %d: generation differs or stopped wrong (%d steps)",
+                      round, steps);
+    }
+    bt_pipe_free(&p);
+}
+END_TEST
+
 START_TEST(test_setup_errors)
 {
     bt_pipe_t p;
@@ -248,6 +288,7 @@ int main(int argc, char **argv)
     if (size <= N_LAYER)
         tcase_add_test(tc, test_tensor_split);
     tcase_add_test(tc, test_traffic);
+    tcase_add_test(tc, test_generate_stop);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_set_timeout(tc, 120);

@@ -175,8 +175,16 @@ static bt_status_t head(bt_pipe_t *p, const float *x, int nt, int pos, bool fina
             st = on_logits(arg, p->logits, 1, pos + nt - 1);
         last_row = p->logits;
     }
-    if (final)
-        *token = p->no_sampling ? 0 : bt_sample_greedy(last_row, n_vocab);
+    if (final) {
+        if (p->no_sampling)
+            *token = 0;
+        else if (p->sampler != NULL)
+            *token = bt_sampler_sample(p->sampler, last_row);
+        else
+            *token = bt_sample_greedy(last_row, n_vocab);
+        if (p->sampler != NULL)
+            bt_sampler_accept(p->sampler, *token);
+    }
     return st;
 }
 
@@ -188,9 +196,12 @@ static void trace_span(bt_pipe_t *p, int kind, int mb, double t0)
 
 static double trace_now(const bt_pipe_t *p) { return p->tracing ? bt_trace_now(&p->trace) : 0.0; }
 
-bt_status_t bt_pipe_prefill(bt_pipe_t *p, const int32_t *tokens, int n_tokens, int pos0,
-                            int ubatch, bt_pipe_mode_t mode, bt_logits_fn on_logits, void *arg,
-                            int32_t *next)
+/* One prompt or decode step through the pipeline. With stop != NULL a
+ * rank after the first may receive STOP instead of micro-batch 0: it passes
+ * it on, sets *stop and returns. */
+static bt_status_t run(bt_pipe_t *p, const int32_t *tokens, int n_tokens, int pos0, int ubatch,
+                       bt_pipe_mode_t mode, bt_logits_fn on_logits, void *arg, int32_t *next,
+                       bool *stop)
 {
     if (ubatch < 1 || ubatch > p->max_tok || n_tokens < 1) {
         bt_log_error("prefill: %d tokens in micro-batches of %d (at most %d)", n_tokens, ubatch,
@@ -216,8 +227,10 @@ bt_status_t bt_pipe_prefill(bt_pipe_t *p, const int32_t *tokens, int n_tokens, i
                 break;
             *bt_transport_header(t, slot) = (bt_act_header_t){mb, nt, pos, 0};
         } else {
-            if ((st = bt_transport_wait_recv(t, slot, mb, nt)))
+            if ((st = bt_transport_wait_recv(t, slot, mb, nt, mb == 0 ? stop : NULL)))
                 break;
+            if (stop != NULL && *stop)
+                return p->last ? BT_OK : bt_transport_send_stop(t);
             if (mb + 1 < n_mb && (st = bt_transport_post_recv(t, (mb + 1) % BT_TRANSPORT_SLOTS)))
                 break;
         }
@@ -260,10 +273,50 @@ bt_status_t bt_pipe_prefill(bt_pipe_t *p, const int32_t *tokens, int n_tokens, i
     return st;
 }
 
+bt_status_t bt_pipe_prefill(bt_pipe_t *p, const int32_t *tokens, int n_tokens, int pos0,
+                            int ubatch, bt_pipe_mode_t mode, bt_logits_fn on_logits, void *arg,
+                            int32_t *next)
+{
+    return run(p, tokens, n_tokens, pos0, ubatch, mode, on_logits, arg, next, NULL);
+}
+
 bt_status_t bt_pipe_decode(bt_pipe_t *p, int32_t token, int pos, bt_logits_fn on_logits,
                            void *arg, int32_t *next)
 {
-    return bt_pipe_prefill(p, &token, 1, pos, 1, BT_PIPE_GPIPE, on_logits, arg, next);
+    return run(p, &token, 1, pos, 1, BT_PIPE_GPIPE, on_logits, arg, next, NULL);
+}
+
+bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_steps,
+                             bt_token_fn on_token, void *arg, int *n_steps)
+{
+    bt_status_t st = BT_OK;
+    int steps = 0;
+    if (p->first) {
+        int32_t tok = first;
+        bool more = on_token(arg, tok);
+        while (more && steps < max_steps && st == BT_OK) {
+            st = run(p, &tok, 1, pos0 + steps, 1, BT_PIPE_GPIPE, NULL, NULL, &tok, NULL);
+            steps++;
+            more = st == BT_OK && on_token(arg, tok);
+        }
+        if (st == BT_OK && p->n_stages > 1)
+            st = bt_transport_send_stop(&p->tr);
+    } else {
+        bool stopped = false;
+        while (st == BT_OK && !stopped) {
+            st = run(p, NULL, 1, pos0 + steps, 1, BT_PIPE_GPIPE, NULL, NULL, NULL, &stopped);
+            steps += !stopped;
+        }
+    }
+    if (n_steps != NULL)
+        *n_steps = steps;
+    return st;
+}
+
+bt_status_t bt_pipe_bcast(bt_pipe_t *p, void *buf, int bytes)
+{
+    BT_MPI_CHECK(MPI_Bcast(buf, bytes, MPI_BYTE, 0, p->comm));
+    return BT_OK;
 }
 
 /* ---- reports ---- */

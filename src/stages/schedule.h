@@ -29,6 +29,7 @@
 
 #include "forward.h"
 #include "model.h"
+#include "sampler.h"
 #include "stages/trace.h"
 #include "stages/transport.h"
 
@@ -70,6 +71,7 @@ typedef struct bt_pipe {
     bool all_logits;
     bool no_sampling;
     float *logits;       /* last stage: [all_logits ? max_tok : 1, n_vocab] */
+    bt_sampler_t *sampler; /* last stage: picks tokens (NULL: greedy); not owned */
     uint64_t file_size, header_hash;
 } bt_pipe_t;
 
@@ -87,6 +89,20 @@ bt_status_t bt_pipe_prefill(bt_pipe_t *p, const int32_t *tokens, int n_tokens, i
 /* One decode step: token (rank 0) at position pos; *next on rank 0. */
 bt_status_t bt_pipe_decode(bt_pipe_t *p, int32_t token, int pos, bt_logits_fn on_logits,
                            void *arg, int32_t *next);
+
+/* Rank 0: called with each token of a generation; returns false to stop. */
+typedef bool (*bt_token_fn)(void *arg, int32_t token);
+
+/* Decodes from first (the token chosen after the prompt, known on rank 0)
+ * at positions pos0.. until on_token returns false or max_steps steps ran;
+ * rank 0 then sends STOP down the pipeline. Every rank calls it; only rank
+ * 0 calls on_token (first, then each new token). *n_steps (if not NULL)
+ * gets the decode steps run. */
+bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_steps,
+                             bt_token_fn on_token, void *arg, int *n_steps);
+
+/* Broadcasts bytes from rank 0 to every rank (turns of a chat). */
+bt_status_t bt_pipe_bcast(bt_pipe_t *p, void *buf, int bytes);
 
 /* Starts a new trace on every rank (after a barrier, so tracks align). */
 void bt_pipe_trace_start(bt_pipe_t *p);

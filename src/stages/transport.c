@@ -97,7 +97,8 @@ bt_status_t bt_transport_post_recv(bt_transport_t *t, int slot)
     return BT_OK;
 }
 
-bt_status_t bt_transport_wait_recv(bt_transport_t *t, int slot, int expect_mb, int expect_tok)
+bt_status_t bt_transport_wait_recv(bt_transport_t *t, int slot, int expect_mb, int expect_tok,
+                                   bool *stop)
 {
     MPI_Status *status = &t->recv_status[slot];
     if (t->recv_req[slot] != MPI_REQUEST_NULL) { /* else a progress test completed it */
@@ -108,8 +109,12 @@ bt_status_t bt_transport_wait_recv(bt_transport_t *t, int slot, int expect_mb, i
     int bytes = 0;
     MPI_Get_count(status, MPI_BYTE, &bytes);
     const bt_act_header_t *h = bt_transport_header(t, slot);
+    if (stop != NULL && (size_t)bytes == sizeof *h && h->flags == BT_ACT_STOP) {
+        *stop = true;
+        return BT_OK;
+    }
     size_t want = sizeof *h + (size_t)expect_tok * (size_t)t->n_embd * sizeof(float);
-    if ((size_t)bytes != want || h->mb != expect_mb || h->n_tokens != expect_tok) {
+    if ((size_t)bytes != want || h->mb != expect_mb || h->n_tokens != expect_tok || h->flags) {
         bt_log_error("transport: from rank %d expected micro-batch %d of %d tokens (%zu bytes), "
                      "got micro-batch %d of %d tokens (%d bytes)",
                      status->MPI_SOURCE, expect_mb, expect_tok, want, h->mb, h->n_tokens, bytes);
@@ -133,6 +138,18 @@ bt_status_t bt_transport_send(bt_transport_t *t, int slot)
         t->bytes_sent += bytes;
     }
     return BT_OK;
+}
+
+bt_status_t bt_transport_send_stop(bt_transport_t *t)
+{
+    bt_status_t st = bt_transport_acquire(t, 0);
+    if (st != BT_OK)
+        return st;
+    bt_act_header_t *h = bt_transport_header(t, 0);
+    *h = (bt_act_header_t){0, 0, 0, BT_ACT_STOP};
+    if ((st = bt_transport_send(t, 0)))
+        return st;
+    return bt_transport_acquire(t, 0);
 }
 
 void bt_transport_progress(bt_transport_t *t)

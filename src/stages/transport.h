@@ -19,6 +19,7 @@
 #define BT_STAGES_TRANSPORT_H
 
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common.h"
@@ -36,8 +37,11 @@ typedef struct bt_act_header {
     int32_t mb;       /* micro-batch index within the call */
     int32_t n_tokens; /* rows in the payload */
     int32_t pos0;     /* absolute position of row 0 */
-    int32_t flags;    /* reserved, 0 */
+    int32_t flags;    /* BT_ACT_STOP or 0 */
 } bt_act_header_t;
+
+/* Header flag: no payload; generation ended, pass it on and stop. */
+#define BT_ACT_STOP 1
 
 #define BT_TRANSPORT_SLOTS 3
 
@@ -74,8 +78,12 @@ bt_status_t bt_transport_acquire(bt_transport_t *t, int slot);
 /* Acquires the slot and posts the receive of the next micro-batch into it. */
 bt_status_t bt_transport_post_recv(bt_transport_t *t, int slot);
 /* Waits for the receive posted into slot; checks the message against the
- * expected micro-batch index and row count. */
-bt_status_t bt_transport_wait_recv(bt_transport_t *t, int slot, int expect_mb, int expect_tok);
+ * expected micro-batch index and row count. A STOP message sets *stop when
+ * stop is not NULL (and is a protocol error otherwise). */
+bt_status_t bt_transport_wait_recv(bt_transport_t *t, int slot, int expect_mb, int expect_tok,
+                                   bool *stop);
+/* Sends a STOP header to the next rank and waits for it to leave. */
+bt_status_t bt_transport_send_stop(bt_transport_t *t);
 /* Posts the send of the slot's header and n_tokens rows to the next rank. */
 bt_status_t bt_transport_send(bt_transport_t *t, int slot);
 /* Tests every outstanding request (drives progress); never blocks. */
