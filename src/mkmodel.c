@@ -17,12 +17,12 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: baton-mkmodel [--shape NAME] [--type T] [--seed N] -o FILE [overrides]\n"
             "  --shape NAME      %s (default tiny)\n"
-            "  --type T          f32, f16, bf16 or q8_0 for every matrix (default f32)\n"
+            "  --type T          type of every matrix (default f32): %s\n"
             "  --seed N          random seed (default 1)\n"
             "  -o, --output FILE where to write the GGUF\n"
             "  overrides: --n-vocab --n-embd --n-layer --n-head --n-head-kv --n-ff --n-ctx N,\n"
             "             --rope-base F, --tied, --untied\n",
-            bt_synth_shape_names());
+            bt_synth_shape_names(), bt_type_supported_names());
 }
 
 enum {
@@ -76,8 +76,8 @@ int main(int argc, char **argv)
         case OPT_TYPE: {
             int t = bt_type_from_name(optarg);
             if (t < 0 || !bt_type_supported((uint32_t)t)) {
-                bt_log_error("--type: '%s' is not a type baton can write (f32, f16, bf16, q8_0)",
-                             optarg);
+                bt_log_error("--type: '%s' is not a type baton can write (%s)", optarg,
+                             bt_type_supported_names());
                 st = BT_ERR_ARG;
             }
             type = (uint32_t)t;

@@ -115,6 +115,18 @@ static bt_status_t check_shape(const bt_synth_shape_t *s)
     return BT_OK;
 }
 
+/* A matrix whose rows don't fit the type's blocks gets the type llama.cpp
+ * falls back to for it (e.g. n_embd 576 with 256-element K blocks). */
+static uint32_t fitting_type(uint32_t type, int64_t n_in)
+{
+    if (n_in % bt_type_info(type)->block_size == 0)
+        return type;
+    uint32_t fallback = type == BT_TYPE_Q4_K ? BT_TYPE_Q5_0
+                        : type == BT_TYPE_Q5_K ? BT_TYPE_Q5_1
+                                               : BT_TYPE_Q8_0;
+    return n_in % bt_type_info(fallback)->block_size == 0 ? fallback : BT_TYPE_F32;
+}
+
 /* The tensors in file order; returns how many (at most cap). */
 static int list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_spec_t *t, int cap)
 {
@@ -129,9 +141,10 @@ static int list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_spec_t 
         }                                                                        \
         n++;                                                                     \
     } while (0)
-#define MAT(nm, il, in, out) ADD(nm, il, in, out, 0.0f, 1.0f / sqrtf((float)(in)), type)
+#define MAT(nm, il, in, out) \
+    ADD(nm, il, in, out, 0.0f, 1.0f / sqrtf((float)(in)), fitting_type(type, in))
 #define NORM(nm, il) ADD(nm, il, e, 1, 1.0f, 0.1f, BT_TYPE_F32)
-    ADD("token_embd.weight%.0d", 0, e, s->n_vocab, 0.0f, 1.0f, type);
+    ADD("token_embd.weight%.0d", 0, e, s->n_vocab, 0.0f, 1.0f, fitting_type(type, e));
     for (int il = 0; il < s->n_layer; il++) {
         NORM("blk.%d.attn_norm.weight", il);
         MAT("blk.%d.attn_q.weight", il, e, e);
@@ -152,16 +165,24 @@ static int list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_spec_t 
     return n;
 }
 
-/* general.file_type for a model whose matrices are all `type`. */
+/* general.file_type (llama_ftype) for a model whose matrices are `type`. */
 static uint32_t file_type_of(uint32_t type)
 {
     switch (type) {
-    case BT_TYPE_F16: return 1;  /* MOSTLY_F16 */
-    case BT_TYPE_Q8_0: return 7; /* MOSTLY_Q8_0 */
+    case BT_TYPE_F16: return 1;   /* MOSTLY_F16 */
+    case BT_TYPE_Q4_0: return 2;  /* MOSTLY_Q4_0 */
+    case BT_TYPE_Q4_1: return 3;  /* MOSTLY_Q4_1 */
+    case BT_TYPE_Q8_0: return 7;  /* MOSTLY_Q8_0 */
+    case BT_TYPE_Q5_0: return 8;  /* MOSTLY_Q5_0 */
+    case BT_TYPE_Q5_1: return 9;  /* MOSTLY_Q5_1 */
+    case BT_TYPE_Q4_K: return 15; /* MOSTLY_Q4_K_M */
+    case BT_TYPE_Q5_K: return 17; /* MOSTLY_Q5_K_M */
+    case BT_TYPE_Q6_K: return 18; /* MOSTLY_Q6_K */
     case BT_TYPE_BF16: return 32; /* MOSTLY_BF16 */
-    default: return 0;           /* ALL_F32 */
+    default: return 0;            /* ALL_F32 */
     }
 }
+
 
 static bt_status_t write_metadata(bt_gguf_writer_t *w, const bt_synth_shape_t *s, uint32_t type,
                                   uint64_t seed)
@@ -218,12 +239,6 @@ bt_status_t bt_synth_write(const char *path, const bt_synth_shape_t *s, uint32_t
     bt_status_t st = check_shape(s);
     if (st != BT_OK)
         return st;
-    const int64_t block = bt_type_info(type)->block_size;
-    if (s->n_embd % block != 0 || s->n_ff % block != 0) {
-        bt_log_error("mkmodel: type %s needs n_embd (%d) and n_ff (%d) to be multiples of %lld",
-                     bt_type_info(type)->name, s->n_embd, s->n_ff, (long long)block);
-        return BT_ERR_ARG;
-    }
     int n = list_tensors(s, type, NULL, 0);
     tensor_spec_t *specs = calloc((size_t)n, sizeof *specs);
     bt_gguf_writer_t *w = NULL;

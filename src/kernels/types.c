@@ -1,7 +1,9 @@
-/* types.c: the type table and the exact row conversions of each type. */
+/* types.c: the type table, the scalar f16/bf16 conversions and the rows of
+ * the float types; the block formats are in quants.c. */
 #include "types.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -107,52 +109,37 @@ static void bf16_from_float(void *restrict out, const float *restrict in, int64_
         h[i] = bt_f32_to_bf16(in[i]);
 }
 
-static void q8_0_to_float(float *restrict out, const void *restrict in, int64_t n)
-{
-    const bt_block_q8_0_t *b = in;
-    for (int64_t i = 0; i < n / BT_QK8_0; i++) {
-        float d = bt_f16_to_f32(b[i].d);
-        for (int j = 0; j < BT_QK8_0; j++)
-            out[i * BT_QK8_0 + j] = d * (float)b[i].qs[j];
-    }
-}
-
-/* Scale so the largest magnitude maps to +-127; values round to nearest. */
-static void q8_0_from_float(void *restrict out, const float *restrict in, int64_t n)
-{
-    bt_block_q8_0_t *b = out;
-    for (int64_t i = 0; i < n / BT_QK8_0; i++) {
-        const float *x = in + i * BT_QK8_0;
-        float amax = 0.0f;
-        for (int j = 0; j < BT_QK8_0; j++)
-            amax = fmaxf(amax, fabsf(x[j]));
-        float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        b[i].d = bt_f32_to_f16(d);
-        for (int j = 0; j < BT_QK8_0; j++)
-            b[i].qs[j] = (int8_t)lrintf(x[j] * id);
-    }
-}
-
 /* ---- the table ---- */
+
+/* The GGUF block sizes; a padded struct would misread every file. */
+_Static_assert(sizeof(bt_block_q4_0_t) == 18, "q4_0 block is 18 bytes");
+_Static_assert(sizeof(bt_block_q4_1_t) == 20, "q4_1 block is 20 bytes");
+_Static_assert(sizeof(bt_block_q5_0_t) == 22, "q5_0 block is 22 bytes");
+_Static_assert(sizeof(bt_block_q5_1_t) == 24, "q5_1 block is 24 bytes");
+_Static_assert(sizeof(bt_block_q8_0_t) == 34, "q8_0 block is 34 bytes");
+_Static_assert(sizeof(bt_block_q4_k_t) == 144, "q4_k block is 144 bytes");
+_Static_assert(sizeof(bt_block_q5_k_t) == 176, "q5_k block is 176 bytes");
+_Static_assert(sizeof(bt_block_q6_k_t) == 210, "q6_k block is 210 bytes");
 
 #define KNOWN(id, nm, bs, bb) [id] = {nm, bs, bb, NULL, NULL}
 #define COMPUTE(id, nm, bs, bb, pfx) [id] = {nm, bs, bb, pfx##_to_float, pfx##_from_float}
+#define BLOCKS(id, nm, bs, sfx)                                                                  \
+    [id] = {nm, bs, sizeof(bt_block_##sfx##_t), bt_to_float_##sfx, bt_from_float_##sfx}
 
 static const bt_type_info_t type_table[BT_TYPE_COUNT] = {
     COMPUTE(BT_TYPE_F32, "f32", 1, 4, f32),
     COMPUTE(BT_TYPE_F16, "f16", 1, 2, f16),
-    KNOWN(BT_TYPE_Q4_0, "q4_0", 32, 18),
-    KNOWN(BT_TYPE_Q4_1, "q4_1", 32, 20),
-    KNOWN(BT_TYPE_Q5_0, "q5_0", 32, 22),
-    KNOWN(BT_TYPE_Q5_1, "q5_1", 32, 24),
-    COMPUTE(BT_TYPE_Q8_0, "q8_0", BT_QK8_0, sizeof(bt_block_q8_0_t), q8_0),
+    BLOCKS(BT_TYPE_Q4_0, "q4_0", BT_QK4_0, q4_0),
+    BLOCKS(BT_TYPE_Q4_1, "q4_1", BT_QK4_1, q4_1),
+    BLOCKS(BT_TYPE_Q5_0, "q5_0", BT_QK5_0, q5_0),
+    BLOCKS(BT_TYPE_Q5_1, "q5_1", BT_QK5_1, q5_1),
+    BLOCKS(BT_TYPE_Q8_0, "q8_0", BT_QK8_0, q8_0),
     KNOWN(BT_TYPE_Q8_1, "q8_1", 32, 36),
     KNOWN(BT_TYPE_Q2_K, "q2_k", 256, 84),
     KNOWN(BT_TYPE_Q3_K, "q3_k", 256, 110),
-    KNOWN(BT_TYPE_Q4_K, "q4_k", 256, 144),
-    KNOWN(BT_TYPE_Q5_K, "q5_k", 256, 176),
-    KNOWN(BT_TYPE_Q6_K, "q6_k", 256, 210),
+    BLOCKS(BT_TYPE_Q4_K, "q4_k", BT_QK_K, q4_k),
+    BLOCKS(BT_TYPE_Q5_K, "q5_k", BT_QK_K, q5_k),
+    BLOCKS(BT_TYPE_Q6_K, "q6_k", BT_QK_K, q6_k),
     KNOWN(BT_TYPE_Q8_K, "q8_k", 256, 292),
     KNOWN(BT_TYPE_I8, "i8", 1, 1),
     KNOWN(BT_TYPE_I16, "i16", 1, 2),
@@ -173,6 +160,19 @@ bool bt_type_supported(uint32_t type)
 {
     const bt_type_info_t *ti = bt_type_info(type);
     return ti != NULL && ti->to_float != NULL && ti->from_float != NULL;
+}
+
+const char *bt_type_supported_names(void)
+{
+    static char names[256];
+    if (names[0] == '\0') {
+        size_t used = 0;
+        for (int t = 0; t < BT_TYPE_COUNT; t++)
+            if (bt_type_supported((uint32_t)t) && used < sizeof names)
+                used += (size_t)snprintf(names + used, sizeof names - used, "%s%s",
+                                         used ? ", " : "", type_table[t].name);
+    }
+    return names;
 }
 
 int bt_type_from_name(const char *name)

@@ -59,6 +59,10 @@ const bt_type_info_t *bt_type_info(uint32_t type);
 /* True when baton can compute with the type (to_float and from_float). */
 bool bt_type_supported(uint32_t type);
 
+/* The names of the types baton computes with, comma-separated (for usage
+ * lines and messages); a static string. */
+const char *bt_type_supported_names(void);
+
 /* Parses a name like "q8_0" (case-insensitive); returns -1 if unknown. */
 int bt_type_from_name(const char *name);
 
@@ -72,11 +76,110 @@ uint16_t bt_f32_to_f16(float f);
 float bt_bf16_to_f32(uint16_t h);
 uint16_t bt_f32_to_bf16(float f);
 
+/* ---- block formats (quants.c) ----
+ *
+ * Byte layouts exactly as the GGUF specification (ggml's block_q*) defines
+ * them; f16 fields hold raw IEEE half bits, multi-byte fields are little
+ * endian (as GGUF files are). Each format has an exact dequantization
+ * bt_to_float_<type> (value for value what llama.cpp's dequantize_row_<type>
+ * gives) and a simple min/max quantizer bt_from_float_<type> (not llama.cpp's
+ * search-based one; its error bound is stated at each function in quants.c).
+ * Both take n, a multiple of the block size, and finite inputs.
+ *
+ * Legacy formats: blocks of 32; byte qs[j] holds element j in its low nibble
+ * and element j + 16 in its high nibble. */
+#define BT_QK4_0 32
+typedef struct bt_block_q4_0 {
+    uint16_t d;                /* f16 scale */
+    uint8_t qs[BT_QK4_0 / 2]; /* value = d * (q - 8), q in 0..15 */
+} bt_block_q4_0_t;
+
+#define BT_QK4_1 32
+typedef struct bt_block_q4_1 {
+    uint16_t d;                /* f16 scale */
+    uint16_t m;                /* f16 minimum */
+    uint8_t qs[BT_QK4_1 / 2]; /* value = d * q + m, q in 0..15 */
+} bt_block_q4_1_t;
+
+#define BT_QK5_0 32
+typedef struct bt_block_q5_0 {
+    uint16_t d;                /* f16 scale */
+    uint8_t qh[4];             /* bit j of the little-endian u32: bit 4 of q[j] */
+    uint8_t qs[BT_QK5_0 / 2]; /* low 4 bits; value = d * (q - 16), q in 0..31 */
+} bt_block_q5_0_t;
+
+#define BT_QK5_1 32
+typedef struct bt_block_q5_1 {
+    uint16_t d;                /* f16 scale */
+    uint16_t m;                /* f16 minimum */
+    uint8_t qh[4];             /* as in q5_0 */
+    uint8_t qs[BT_QK5_1 / 2]; /* value = d * q + m, q in 0..31 */
+} bt_block_q5_1_t;
+
 /* Q8_0 block: 32 int8 values sharing one f16 scale (GGUF spec). */
 #define BT_QK8_0 32
 typedef struct bt_block_q8_0 {
     uint16_t d;            /* f16 scale */
     int8_t qs[BT_QK8_0];   /* value = d * qs[i] */
 } bt_block_q8_0_t;
+
+/* K-quants: super-blocks of 256 elements.
+ *
+ * Q4_K / Q5_K: 8 sub-blocks of 32, each with a 6-bit scale sc[j] and a 6-bit
+ * min m[j] packed into 12 bytes:
+ *   scales[0..3]  bits 0-5: sc[0..3]        bits 6-7: bits 4-5 of sc[4..7]
+ *   scales[4..7]  bits 0-5: m[0..3]         bits 6-7: bits 4-5 of m[4..7]
+ *   scales[8..11] bits 0-3: bits 0-3 of sc[4..7], bits 4-7: bits 0-3 of m[4..7]
+ * value = (d * sc[j]) * q - (dmin * m[j]) for element e in sub-block j = e / 32.
+ * qs is 4 chunks of 32 bytes; chunk c covers elements 64c .. 64c + 63:
+ * byte qs[32c + l] holds element 64c + l (low nibble) and 64c + 32 + l (high).
+ * Q5_K adds bit 4 of q: element 64c + l in bit 2c of qh[l], element
+ * 64c + 32 + l in bit 2c + 1 of qh[l]. */
+#define BT_QK_K 256
+#define BT_K_SCALE_SIZE 12
+typedef struct bt_block_q4_k {
+    uint16_t d;                       /* f16 scale of the sub-block scales */
+    uint16_t dmin;                    /* f16 scale of the sub-block mins */
+    uint8_t scales[BT_K_SCALE_SIZE]; /* 8 x (6-bit scale, 6-bit min) */
+    uint8_t qs[BT_QK_K / 2];         /* 4-bit q */
+} bt_block_q4_k_t;
+
+typedef struct bt_block_q5_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[BT_K_SCALE_SIZE];
+    uint8_t qh[BT_QK_K / 8];         /* bit 4 of q */
+    uint8_t qs[BT_QK_K / 2];         /* bits 0-3 of q */
+} bt_block_q5_k_t;
+
+/* Q6_K: 16 sub-blocks of 16 with int8 scales; value = (d * scales[e / 16]) *
+ * (q - 32), q in 0..63. Two halves of 128 elements; half h uses ql[64h ..],
+ * qh[32h ..]. Within a half, for l < 32 and g = 0..3, element 32g + l takes
+ * its low 4 bits from ql[l + 32 (g & 1)] (low nibble for g < 2, high nibble
+ * for g >= 2) and its high 2 bits from bits 2g, 2g + 1 of qh[l]. */
+typedef struct bt_block_q6_k {
+    uint8_t ql[BT_QK_K / 2];      /* bits 0-3 of q */
+    uint8_t qh[BT_QK_K / 4];      /* bits 4-5 of q */
+    int8_t scales[BT_QK_K / 16];  /* sub-block scales */
+    uint16_t d;                   /* f16 super-block scale */
+} bt_block_q6_k_t;
+
+/* Rows of each block format: n elements, n a multiple of the block size. */
+void bt_to_float_q4_0(float *restrict out, const void *restrict in, int64_t n);
+void bt_from_float_q4_0(void *restrict out, const float *restrict in, int64_t n);
+void bt_to_float_q4_1(float *restrict out, const void *restrict in, int64_t n);
+void bt_from_float_q4_1(void *restrict out, const float *restrict in, int64_t n);
+void bt_to_float_q5_0(float *restrict out, const void *restrict in, int64_t n);
+void bt_from_float_q5_0(void *restrict out, const float *restrict in, int64_t n);
+void bt_to_float_q5_1(float *restrict out, const void *restrict in, int64_t n);
+void bt_from_float_q5_1(void *restrict out, const float *restrict in, int64_t n);
+void bt_to_float_q8_0(float *restrict out, const void *restrict in, int64_t n);
+void bt_from_float_q8_0(void *restrict out, const float *restrict in, int64_t n);
+void bt_to_float_q4_k(float *restrict out, const void *restrict in, int64_t n);
+void bt_from_float_q4_k(void *restrict out, const float *restrict in, int64_t n);
+void bt_to_float_q5_k(float *restrict out, const void *restrict in, int64_t n);
+void bt_from_float_q5_k(void *restrict out, const float *restrict in, int64_t n);
+void bt_to_float_q6_k(float *restrict out, const void *restrict in, int64_t n);
+void bt_from_float_q6_k(void *restrict out, const float *restrict in, int64_t n);
 
 #endif /* BT_KERNELS_TYPES_H */
