@@ -1,10 +1,13 @@
 /*
  * baton: llama inference as a pipeline over MPI ranks.
- *   mpirun -np S baton -m MODEL.gguf --tokens 1,2,3 -n 8 [-ub 512] [--pipeline 0|1]
- * Each rank owns a contiguous block of layers. Prints the greedy
- * continuation as token ids on stdout (rank 0): the token chosen from the
- * prompt's last position, then one per decode step (-n steps). Also runs
- * without mpirun as a single rank.
+ *   mpirun -np S baton -m MODEL.gguf -p "text" -n 64            text in, text out
+ *   mpirun -np S baton -m MODEL.gguf --chat -p "question"         ChatML chat turn
+ *   mpirun -np S baton -m MODEL.gguf --chat -i                     chat on stdin
+ *   mpirun -np S baton -m MODEL.gguf --tokens 1,2,3 -n 8           token ids in, ids out
+ * Each rank owns a contiguous block of layers; the prompt is pipelined in
+ * micro-batches and decode runs round the ring of ranks. Rank 0 streams the
+ * text (or prints the ids) as tokens arrive. Also runs without mpirun as a
+ * single rank.
  */
 #include <getopt.h>
 #include <mpi.h>
@@ -12,70 +15,115 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "args.h"
+#include "sampler.h"
 #include "stages/partition.h"
 #include "stages/schedule.h"
+#include "tokenizer.h"
 
 typedef struct options {
     const char *model;
-    int *tokens;
+    const char *prompt;  /* -p text */
+    int *tokens;         /* --tokens ids */
     int n_tokens;
-    int n_gen;
-    int n_ctx;      /* 0: prompt + n_gen */
-    int batch;
-    int ubatch;
-    int threads;
-    int pipeline;
+    int n_predict;       /* -n; -1: not given */
+    int n_ctx;           /* 0: default */
+    int batch, ubatch, threads, pipeline;
     double *ratios;
     int n_ratios;
+    int chat, interactive;
+    const char *system;
+    bt_sampler_params_t sampling;
+    int temp_given, seed_given;
+    int print_ids;
     const char *dump_logits;
     const char *trace;
-    int ref_kernels;
-    int verbose;
-    int help;
+    int ref_kernels, verbose, help;
 } options_t;
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: [mpirun -np S] baton -m MODEL.gguf --tokens ID,ID,... [options]\n"
-            "  -m, --model FILE        GGUF model (llama architecture)\n"
-            "      --tokens LIST       prompt as comma-separated token ids\n"
-            "  -n, --n-predict N       decode steps after the prompt (default 16); prints N+1 ids\n"
-            "  -c, --ctx-size N        context length (default: prompt + N)\n"
-            "  -b, --batch-size N      logical batch: prompt tokens per prefill call (default 2048)\n"
-            "  -ub, --ubatch-size N    micro-batch: tokens per pipeline step (default 512)\n"
-            "      --pipeline 0|1      1: GPipe prefill (default); 0: one micro-batch at a time\n"
-            "  -ts, --tensor-split R,R layer proportions per rank (default: balance cost)\n"
-            "  -t, --threads N         OpenMP threads per rank (default: cores)\n"
-            "      --dump-logits FILE  raw little-endian f32 rows of n_vocab: one per prompt\n"
-            "                          position, then one per decode step\n"
-            "      --trace FILE.json   Chrome trace of every rank's micro-batches (Perfetto)\n"
-            "      --ref-kernels       use the scalar reference kernels\n"
-            "  -v, --verbose           more logging\n"
-            "  -h, --help              this text\n");
+            "usage: [mpirun -np S] baton -m MODEL.gguf (-p TEXT | --tokens IDS | -i) [options]\n"
+            "  -m, --model FILE          GGUF model (llama architecture)\n"
+            "  -p, --prompt TEXT         prompt text (tokenized with the model's tokenizer)\n"
+            "      --tokens LIST         prompt as comma-separated token ids (raw mode: greedy\n"
+            "                            unless --temp is given, no stop at end-of-generation,\n"
+            "                            -n decode steps, prints the N+1 chosen ids)\n"
+            "  -n, --n-predict N         tokens to generate (default 128; --tokens: 16 steps)\n"
+            "      --chat                wrap turns in the model's ChatML template\n"
+            "  -sys, --system-prompt T   system message for --chat (default: the template's)\n"
+            "  -i, --interactive         read turns from stdin, keeping the KV cache\n"
+            "      --temp T              temperature (default 0.8; 0 = greedy)\n"
+            "      --top-k N             (default 40; 0 = off)\n"
+            "      --top-p P             (default 0.95; 1 = off)\n"
+            "      --min-p P             (default 0.05; 0 = off)\n"
+            "      --repeat-penalty R    (default 1.0 = off)\n"
+            "      --repeat-last-n N     tokens the penalty looks at (default 64)\n"
+            "  -s, --seed N              sampling seed (default: random)\n"
+            "      --print-token-ids     after the text, the generated ids on one line\n"
+            "  -c, --ctx-size N          context length (default: prompt + N, or 4096 for -i)\n"
+            "  -b, --batch-size N        logical batch: prompt tokens per prefill call (2048)\n"
+            "  -ub, --ubatch-size N      micro-batch: tokens per pipeline step (512)\n"
+            "      --pipeline 0|1        1: GPipe prefill (default); 0: one micro-batch at a time\n"
+            "  -ts, --tensor-split R,R   layer proportions per rank (default: balance cost)\n"
+            "  -t, --threads N           OpenMP threads per rank (default: cores)\n"
+            "      --dump-logits FILE    raw little-endian f32 rows of n_vocab per position\n"
+            "      --trace FILE.json     Chrome trace of every rank's micro-batches (Perfetto)\n"
+            "      --ref-kernels         use the scalar reference kernels\n"
+            "  -v, --verbose             more logging\n"
+            "  -h, --help                this text\n");
 }
 
-enum { OPT_TOKENS = 256, OPT_DUMP, OPT_REF, OPT_UB, OPT_PIPELINE, OPT_TS, OPT_TRACE };
+enum {
+    OPT_TOKENS = 256, OPT_DUMP, OPT_REF, OPT_UB, OPT_PIPELINE, OPT_TS, OPT_TRACE, OPT_CHAT,
+    OPT_SYS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_PENALTY, OPT_LASTN, OPT_IDS,
+};
 
-/* llama.cpp's two-letter single-dash flags, rewritten for getopt_long. */
+/* llama.cpp's multi-letter single-dash flags, rewritten for getopt_long. */
 static void normalize_argv(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-ub") == 0)
-            argv[i] = "--ubatch-size";
-        else if (strcmp(argv[i], "-ts") == 0)
-            argv[i] = "--tensor-split";
+    static const char *const map[][2] = {
+        {"-ub", "--ubatch-size"}, {"-ts", "--tensor-split"}, {"-sys", "--system-prompt"},
+    };
+    for (int i = 1; i < argc; i++)
+        for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
+            if (strcmp(argv[i], map[k][0]) == 0)
+                argv[i] = (char *)map[k][1];
+}
+
+static bt_status_t parse_float(const char *flag, const char *s, float *out)
+{
+    char *end;
+    float v = strtof(s, &end);
+    if (*s == '\0' || *end != '\0') {
+        bt_log_error("%s: '%s' is not a number", flag, s);
+        return BT_ERR_ARG;
     }
+    *out = v;
+    return BT_OK;
 }
 
 static bt_status_t parse_args(int argc, char **argv, options_t *o)
 {
     static const struct option longopts[] = {
         {"model", required_argument, 0, 'm'},
+        {"prompt", required_argument, 0, 'p'},
         {"tokens", required_argument, 0, OPT_TOKENS},
         {"n-predict", required_argument, 0, 'n'},
+        {"chat", no_argument, 0, OPT_CHAT},
+        {"system-prompt", required_argument, 0, OPT_SYS},
+        {"interactive", no_argument, 0, 'i'},
+        {"temp", required_argument, 0, OPT_TEMP},
+        {"top-k", required_argument, 0, OPT_TOPK},
+        {"top-p", required_argument, 0, OPT_TOPP},
+        {"min-p", required_argument, 0, OPT_MINP},
+        {"repeat-penalty", required_argument, 0, OPT_PENALTY},
+        {"repeat-last-n", required_argument, 0, OPT_LASTN},
+        {"seed", required_argument, 0, 's'},
+        {"print-token-ids", no_argument, 0, OPT_IDS},
         {"ctx-size", required_argument, 0, 'c'},
         {"ctx", required_argument, 0, 'c'},
         {"batch-size", required_argument, 0, 'b'},
@@ -91,21 +139,36 @@ static bt_status_t parse_args(int argc, char **argv, options_t *o)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    *o = (options_t){.n_gen = 16, .batch = 2048, .ubatch = 512, .pipeline = 1,
-                     .threads = omp_get_num_procs()};
+    *o = (options_t){.n_predict = -1, .batch = 2048, .ubatch = 512, .pipeline = 1,
+                     .threads = omp_get_num_procs(), .sampling = bt_sampler_defaults()};
     normalize_argv(argc, argv);
     opterr = 0;
     int c;
     bt_status_t st = BT_OK;
-    while (st == BT_OK && (c = getopt_long(argc, argv, ":m:n:c:b:t:vh", longopts, NULL)) != -1) {
+    bt_sampler_params_t *sp = &o->sampling;
+    while (st == BT_OK &&
+           (c = getopt_long(argc, argv, ":m:p:n:ic:b:t:s:vh", longopts, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
+        case 'p': o->prompt = optarg; break;
         case OPT_TOKENS:
             free(o->tokens);
             o->tokens = NULL;
             st = bt_parse_int_list("--tokens", optarg, 0, INT32_MAX, &o->tokens, &o->n_tokens);
             break;
-        case 'n': st = bt_parse_int("-n", optarg, 0, 1 << 24, &o->n_gen); break;
+        case 'n': st = bt_parse_int("-n", optarg, 0, 1 << 24, &o->n_predict); break;
+        case OPT_CHAT: o->chat = 1; break;
+        case OPT_SYS: o->system = optarg; break;
+        case 'i': o->interactive = 1; break;
+        case OPT_TEMP: st = parse_float("--temp", optarg, &sp->temp), o->temp_given = 1; break;
+        case OPT_TOPK: st = bt_parse_int("--top-k", optarg, 0, 1 << 24, &sp->top_k); break;
+        case OPT_TOPP: st = parse_float("--top-p", optarg, &sp->top_p); break;
+        case OPT_MINP: st = parse_float("--min-p", optarg, &sp->min_p); break;
+        case OPT_PENALTY: st = parse_float("--repeat-penalty", optarg, &sp->repeat_penalty); break;
+        case OPT_LASTN: st = bt_parse_int("--repeat-last-n", optarg, 0, 1 << 20, &sp->repeat_last_n);
+            break;
+        case 's': st = bt_parse_u64("--seed", optarg, &sp->seed), o->seed_given = 1; break;
+        case OPT_IDS: o->print_ids = 1; break;
         case 'c': st = bt_parse_int("--ctx-size", optarg, 1, 1 << 24, &o->n_ctx); break;
         case 'b': st = bt_parse_int("-b", optarg, 1, 1 << 24, &o->batch); break;
         case OPT_UB: st = bt_parse_int("-ub", optarg, 1, 1 << 20, &o->ubatch); break;
@@ -131,102 +194,413 @@ static bt_status_t parse_args(int argc, char **argv, options_t *o)
             break;
         }
     }
-    if (st == BT_OK && optind < argc) {
-        bt_log_error("unexpected argument '%s'", argv[optind]);
-        st = BT_ERR_ARG;
-    }
-    if (st == BT_OK && o->model == NULL) {
-        bt_log_error("no model given (-m FILE)");
-        st = BT_ERR_ARG;
-    }
-    if (st == BT_OK && o->tokens == NULL) {
-        bt_log_error("no prompt given (--tokens ID,ID,...)");
-        st = BT_ERR_ARG;
-    }
-    if (st == BT_OK && o->ubatch > o->batch) {
+    if (st != BT_OK)
+        return st;
+    const char *bad = NULL;
+    if (optind < argc)
+        bt_log_error("unexpected argument '%s'", argv[optind]), bad = "";
+    else if (o->model == NULL)
+        bad = "no model given (-m FILE)";
+    else if (o->tokens == NULL && o->prompt == NULL && !o->interactive)
+        bad = "no prompt given (-p TEXT, --tokens ID,ID,... or -i)";
+    else if (o->tokens != NULL && (o->prompt != NULL || o->chat || o->interactive))
+        bad = "--tokens (raw ids) cannot be combined with -p, --chat or -i";
+    else if (o->system != NULL && !o->chat)
+        bad = "-sys needs --chat";
+    else if (o->dump_logits != NULL && o->interactive)
+        bad = "--dump-logits cannot be combined with -i";
+    if (bad == NULL && o->ubatch > o->batch) {
         bt_log_error("-ub %d is larger than -b %d", o->ubatch, o->batch);
-        st = BT_ERR_ARG;
+        bad = "";
     }
-    if (st == BT_OK && o->n_ctx > 0 && o->n_ctx < o->n_tokens + o->n_gen) {
+    if (bad != NULL) {
+        if (*bad)
+            bt_log_error("%s", bad);
+        return BT_ERR_ARG;
+    }
+    if (o->n_predict < 0)
+        o->n_predict = o->tokens != NULL ? 16 : 128;
+    if (o->tokens != NULL && !o->temp_given)
+        o->sampling.temp = 0.0f; /* raw ids mode is greedy unless asked */
+    if (o->n_ctx > 0 && o->tokens != NULL && o->n_ctx < o->n_tokens + o->n_predict) {
         bt_log_error("--ctx-size %d is smaller than the prompt (%d) plus -n (%d)", o->n_ctx,
-                     o->n_tokens, o->n_gen);
-        st = BT_ERR_ARG;
+                     o->n_tokens, o->n_predict);
+        return BT_ERR_ARG;
     }
-    return st;
+    return BT_OK;
 }
 
 /* ---- the run ---- */
 
-typedef struct dump {
-    FILE *f;
-    const char *path;
-} dump_t;
-
 typedef struct run_state {
     const options_t *o;
+    MPI_Comm comm;
     bt_pipe_t pipe;
-    dump_t dump;
-    int32_t *ids;     /* [n_gen + 1] on rank 0 */
+    bt_tokenizer_t *tok;
+    bt_sampler_t *sampler;
+    bt_detok_t *detok;
+    FILE *dump;
+    int pos;            /* next free position in the KV cache */
+    /* rank 0: the generation in progress */
+    int32_t *gen;       /* generated ids of this run (all turns) */
+    int n_gen, cap_gen;
+    int turn_tokens;    /* tokens generated in the current turn */
+    int turn_limit;
+    bool text;          /* stream text (else print ids at the end) */
+    bool stop_at_eog;
+    bool ended_on_eog;
+    /* timings */
     double t_prompt, t_gen;
+    int n_prompt_tok, n_decode;
 } run_state_t;
 
 static bt_status_t write_rows(void *arg, const float *rows, int n_rows, int pos0)
 {
     run_state_t *r = arg;
     (void)pos0;
-    if (r->dump.f == NULL)
+    if (r->dump == NULL)
         return BT_OK;
     size_t n_vocab = (size_t)r->pipe.model->hp.n_vocab;
-    if (fwrite(rows, sizeof(float) * n_vocab, (size_t)n_rows, r->dump.f) != (size_t)n_rows) {
-        bt_log_error("--dump-logits: writing '%s' failed", r->dump.path);
+    if (fwrite(rows, sizeof(float) * n_vocab, (size_t)n_rows, r->dump) != (size_t)n_rows) {
+        bt_log_error("--dump-logits: writing '%s' failed", r->o->dump_logits);
         return BT_ERR_IO;
     }
     return BT_OK;
 }
 
-/* The prompt in logical batches of -b, each pipelined in micro-batches of
- * -ub; then -n decode steps round the ring. */
-static bt_status_t generate(run_state_t *r)
+/* Rank 0, for every chosen token: record, print, decide whether to go on. */
+static bool on_token(void *arg, int32_t id)
+{
+    run_state_t *r = arg;
+    if (r->stop_at_eog && bt_tokenizer_is_eog(r->tok, id)) {
+        r->ended_on_eog = true;
+        return false;
+    }
+    if (r->n_gen == r->cap_gen) {
+        int cap = r->cap_gen ? 2 * r->cap_gen : 256;
+        int32_t *g = realloc(r->gen, sizeof *g * (size_t)cap);
+        if (g == NULL)
+            return false;
+        r->gen = g, r->cap_gen = cap;
+    }
+    r->gen[r->n_gen++] = id;
+    r->turn_tokens++;
+    if (r->text) {
+        const char *s;
+        size_t len;
+        if (bt_detok_push(r->detok, id, &s, &len) == BT_OK && len > 0) {
+            fwrite(s, 1, len, stdout);
+            fflush(stdout);
+        }
+    }
+    return r->turn_tokens < r->turn_limit;
+}
+
+/* Runs prompt ids through the pipeline (logical batches of -b, micro-batches
+ * of -ub), then generates until on_token stops it. ids are read on every
+ * rank (for the sampler's history), n_limit is the most tokens to choose. */
+static bt_status_t turn(run_state_t *r, const int32_t *ids, int n, int n_limit)
 {
     const options_t *o = r->o;
     bt_pipe_t *p = &r->pipe;
     const bt_pipe_mode_t mode = o->pipeline ? BT_PIPE_GPIPE : BT_PIPE_SYNC;
+    /* the last chosen token is not fed, so it needs no position */
+    if (r->pos + n + (n_limit > 0 ? n_limit - 1 : 0) > p->fwd->n_ctx) {
+        if (p->rank == 0)
+            bt_log_error("the prompt (%d tokens) and %d more do not fit the context: %d of %d "
+                         "positions used (raise --ctx-size)",
+                         n, n_limit, r->pos, p->fwd->n_ctx);
+        return BT_ERR_ARG;
+    }
+    for (int i = 0; i < n && r->sampler; i++)
+        bt_sampler_accept(r->sampler, ids[i]);
     bt_status_t st = BT_OK;
-    bt_pipe_trace_start(p);
+    int32_t first = -1;
     double t0 = bt_now();
-    for (int pos = 0; pos < o->n_tokens && st == BT_OK; pos += o->batch) {
-        int n = o->n_tokens - pos < o->batch ? o->n_tokens - pos : o->batch;
-        st = bt_pipe_prefill(p, o->tokens + pos, n, pos, o->ubatch < n ? o->ubatch : n, mode,
-                             write_rows, r, &r->ids[0]);
+    for (int i = 0; i < n && st == BT_OK; i += o->batch) {
+        int nb = n - i < o->batch ? n - i : o->batch;
+        st = bt_pipe_prefill(p, ids + i, nb, r->pos + i, o->ubatch < nb ? o->ubatch : nb, mode,
+                             write_rows, r, &first);
     }
     double t1 = bt_now();
-    for (int i = 0; i < o->n_gen && st == BT_OK; i++)
-        st = bt_pipe_decode(p, r->ids[i], o->n_tokens + i, write_rows, r, &r->ids[i + 1]);
-    r->t_prompt = t1 - t0;
-    r->t_gen = bt_now() - t1;
+    r->pos += n;
+    r->turn_tokens = 0;
+    r->turn_limit = n_limit;
+    r->ended_on_eog = false;
+    int steps = 0;
+    if (st == BT_OK && n_limit > 0)
+        st = bt_pipe_generate(p, first, r->pos, n_limit, on_token, write_rows, r, &steps);
+    r->pos += steps;
+    r->t_prompt += t1 - t0;
+    r->t_gen += bt_now() - t1;
+    r->n_prompt_tok += n;
+    r->n_decode += steps;
     return st;
+}
+
+/* ---- text and chat ---- */
+
+/* The default system message of a ChatML template: the text between
+ * "<|im_start|>system\n" and the next "<|im_end|>", if there is one. */
+static char *template_system(const bt_gguf_t *g)
+{
+    bt_gguf_str_t tpl;
+    if (bt_gguf_get_str(g, "tokenizer.chat_template", &tpl) != BT_OK)
+        return NULL;
+    static const char open[] = "<|im_start|>system\n", close[] = "<|im_end|>";
+    const char *end = tpl.ptr + tpl.len;
+    const char *a = memmem(tpl.ptr, tpl.len, open, sizeof open - 1);
+    if (a == NULL)
+        return NULL;
+    a += sizeof open - 1;
+    const char *b = memmem(a, (size_t)(end - a), close, sizeof close - 1);
+    return b == NULL ? NULL : strndup(a, (size_t)(b - a));
+}
+
+static bool is_chatml(const bt_gguf_t *g)
+{
+    bt_gguf_str_t tpl;
+    return bt_gguf_get_str(g, "tokenizer.chat_template", &tpl) == BT_OK &&
+           memmem(tpl.ptr, tpl.len, "<|im_start|>", 12) != NULL;
+}
+
+/* The text of one user turn: ChatML around it for --chat (the system block
+ * on the first turn, closing the previous reply on later ones). */
+static char *turn_text(const run_state_t *r, const char *msg, const char *system, bool first)
+{
+    char *out = NULL;
+    int rc;
+    if (!r->o->chat)
+        rc = asprintf(&out, "%s", msg);
+    else if (first)
+        rc = system != NULL && *system
+                 ? asprintf(&out, "<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s"
+                                  "<|im_end|>\n<|im_start|>assistant\n", system, msg)
+                 : asprintf(&out, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", msg);
+    else
+        rc = asprintf(&out, "<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n",
+                      msg);
+    return rc < 0 ? NULL : out;
+}
+
+/* Rank 0 reads one line of stdin (without the newline); every rank gets it.
+ * *msg is NULL at end of input. */
+static bt_status_t read_turn(run_state_t *r, char **msg)
+{
+    long len = -1;
+    char *line = NULL;
+    if (r->pipe.rank == 0) {
+        size_t cap = 0;
+        fputs("\n> ", stdout);
+        fflush(stdout);
+        ssize_t n = getline(&line, &cap, stdin);
+        if (n >= 0) {
+            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+                line[--n] = '\0';
+            len = n;
+        }
+    }
+    bt_status_t st = bt_pipe_bcast(&r->pipe, &len, sizeof len);
+    if (st == BT_OK && len >= 0) {
+        if (r->pipe.rank != 0 && (line = malloc((size_t)len + 1)) != NULL)
+            line[len] = '\0';
+        st = line == NULL ? BT_ERR_NOMEM : bt_pipe_bcast(&r->pipe, line, (int)len);
+    }
+    if (st != BT_OK || len < 0) {
+        free(line);
+        line = NULL;
+    }
+    *msg = line;
+    return st;
+}
+
+/* -p, --chat and -i: tokenize each turn (every rank alike), generate,
+ * stream the text. A reply cut by -n leaves its last token unfed: it goes
+ * in front of the next turn. */
+static bt_status_t run_text(run_state_t *r)
+{
+    const options_t *o = r->o;
+    bt_pipe_t *p = &r->pipe;
+    bt_status_t st = bt_detok_init(r->tok, 0, &r->detok);
+    char *system = NULL;
+    if (st == BT_OK && o->chat)
+        system = o->system ? strdup(o->system) : template_system(p->model->gguf);
+    r->text = true;
+    r->stop_at_eog = true;
+    bool first_turn = true;
+    int32_t pending = -1;
+    const char *next_msg = o->prompt;
+    while (st == BT_OK) {
+        char *line = NULL;
+        if (next_msg == NULL) {
+            if (!o->interactive || (st = read_turn(r, &line)) != BT_OK || line == NULL)
+                break;
+            next_msg = line;
+        }
+        char *text = turn_text(r, next_msg, system, first_turn);
+        int32_t *ids = NULL;
+        int n = 0;
+        if (text == NULL)
+            st = BT_ERR_NOMEM;
+        else
+            st = bt_tokenizer_encode(r->tok, text, strlen(text), first_turn, true, &ids, &n);
+        if (st == BT_OK && pending >= 0) { /* the unfed token of the last reply first */
+            int32_t *with = malloc(sizeof *with * (size_t)(n + 1));
+            if (with == NULL) {
+                st = BT_ERR_NOMEM;
+            } else {
+                with[0] = pending;
+                memcpy(with + 1, ids, sizeof *ids * (size_t)n);
+                free(ids);
+                ids = with, n++;
+            }
+        }
+        if (st == BT_OK && n == 0) {
+            if (p->rank == 0)
+                bt_log_error("the prompt is empty after tokenization");
+            st = BT_ERR_ARG;
+        }
+        if (st == BT_OK)
+            st = turn(r, ids, n, o->n_predict);
+        free(ids);
+        free(text);
+        free(line);
+        next_msg = NULL;
+        first_turn = false;
+        if (p->rank == 0 && st == BT_OK) {
+            const char *rest;
+            size_t len;
+            bt_detok_flush(r->detok, &rest, &len);
+            fwrite(rest, 1, len, stdout);
+            fputc('\n', stdout);
+            fflush(stdout);
+        }
+        /* every rank tracks the pending token: rank 0 shares it */
+        int32_t last[2] = {r->ended_on_eog, r->n_gen > 0 ? r->gen[r->n_gen - 1] : -1};
+        if (st == BT_OK)
+            st = bt_pipe_bcast(p, last, sizeof last);
+        pending = st == BT_OK && !last[0] && last[1] >= 0 ? last[1] : -1;
+        if (!o->interactive)
+            break;
+    }
+    free(system);
+    return st;
+}
+
+/* --tokens: the ids as given, -n decode steps, no stop at end-of-generation. */
+static bt_status_t run_ids(run_state_t *r)
+{
+    r->text = false;
+    r->stop_at_eog = false;
+    return turn(r, r->o->tokens, r->o->n_tokens, r->o->n_predict + 1);
+}
+
+static void print_results(const run_state_t *r)
+{
+    const options_t *o = r->o;
+    if (!r->text || o->print_ids) {
+        for (int i = 0; i < r->n_gen; i++)
+            printf(r->text ? "%s%d" : "%s%d", i ? (r->text ? "," : " ") : "", r->gen[i]);
+        printf("\n");
+    }
+    fflush(stdout);
+    double pt = r->t_prompt * 1e3, gt = r->t_gen * 1e3;
+    bt_log_info("prompt eval time = %9.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per "
+                "second)",
+                pt, r->n_prompt_tok, r->n_prompt_tok ? pt / r->n_prompt_tok : 0.0,
+                pt > 0 ? 1e3 * r->n_prompt_tok / pt : 0.0);
+    bt_log_info("       eval time = %9.2f ms / %5d runs   (%8.2f ms per token, %8.2f tokens per "
+                "second)",
+                gt, r->n_decode, r->n_decode ? gt / r->n_decode : 0.0,
+                gt > 0 ? 1e3 * r->n_decode / gt : 0.0);
+    bt_log_info("%d rank%s x %d threads, -ub %d, pipeline %d, %s kernels", r->pipe.n_stages,
+                r->pipe.n_stages > 1 ? "s" : "", o->threads, o->ubatch, o->pipeline,
+                o->ref_kernels ? "reference" : "cpu");
+}
+
+/* Checks every rank makes alike (so they fail together), then the run. */
+static bt_status_t prepare(run_state_t *r)
+{
+    const options_t *o = r->o;
+    bt_pipe_t *p = &r->pipe;
+    bt_status_t st = bt_tokenizer_load(p->model->gguf, &r->tok);
+    const int n_vocab = p->model->hp.n_vocab;
+    for (int i = 0; st == BT_OK && o->tokens && i < o->n_tokens; i++)
+        if (o->tokens[i] >= n_vocab) {
+            if (p->rank == 0)
+                bt_log_error("--tokens: id %d at index %d is outside the vocabulary (0..%d)",
+                             o->tokens[i], i, n_vocab - 1);
+            st = BT_ERR_ARG;
+        }
+    if (st == BT_OK && o->tokens == NULL && bt_tokenizer_kind(r->tok) == BT_TOKENIZER_NONE) {
+        if (p->rank == 0)
+            bt_log_error("%s has no tokenizer (tokenizer.ggml.model is 'none'): give the prompt "
+                         "as --tokens ID,ID,...", o->model);
+        st = BT_ERR_UNSUPPORTED;
+    }
+    if (st == BT_OK && o->chat && !is_chatml(p->model->gguf)) {
+        if (p->rank == 0)
+            bt_log_error("--chat: %s has no ChatML chat template (tokenizer.chat_template); "
+                         "only ChatML (<|im_start|>role ...<|im_end|>) is supported", o->model);
+        st = BT_ERR_UNSUPPORTED;
+    }
+    /* one seed for all: rank 0 draws it unless given */
+    bt_sampler_params_t sp = o->sampling;
+    if (!o->seed_given)
+        sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    if (st == BT_OK)
+        st = bt_pipe_bcast(p, &sp.seed, sizeof sp.seed);
+    if (st == BT_OK && p->last)
+        st = bt_sampler_init(&sp, n_vocab, &r->sampler);
+    if (st == BT_OK && p->last && o->dump_logits != NULL &&
+        (r->dump = fopen(o->dump_logits, "wb")) == NULL) {
+        bt_log_error("--dump-logits: cannot create '%s'", o->dump_logits);
+        st = BT_ERR_IO;
+    }
+    p->sampler = r->sampler;
+    if (p->rank == 0 && o->verbose)
+        bt_log_info("sampling: temp %g, top-k %d, top-p %g, min-p %g, repeat penalty %g over %d, "
+                    "seed %llu", sp.temp, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty,
+                    sp.repeat_last_n, (unsigned long long)sp.seed);
+    return bt_transport_agree(r->comm, st);
 }
 
 static int run(const options_t *o, MPI_Comm comm)
 {
-    run_state_t r = {.o = o, .dump.path = o->dump_logits};
-    int n_ctx = o->n_ctx > 0 ? o->n_ctx : o->n_tokens + o->n_gen;
-    int ubatch = o->ubatch < o->n_tokens ? o->ubatch : o->n_tokens;
-    int n_mb = (o->n_tokens + ubatch - 1) / ubatch;
+    run_state_t r = {.o = o, .comm = comm};
+    /* the cache: exactly what a one-shot run needs, 4096 (or the model's
+     * context if smaller) for text, where the prompt length is known later */
+    int ubatch = o->ubatch;
+    int n_ctx = o->n_ctx;
+    if (o->tokens != NULL) {
+        ubatch = o->ubatch < o->n_tokens ? o->ubatch : o->n_tokens;
+        if (n_ctx == 0)
+            n_ctx = o->n_tokens + o->n_predict;
+    }
     bt_pipe_config_t cfg = {
         .model_path = o->model,
         .ratios = o->ratios,
         .n_ratios = o->n_ratios,
-        .head_share = (double)(o->n_gen + 1) / (o->n_tokens + o->n_gen),
+        .head_share = o->tokens ? (double)(o->n_predict + 1) / (o->n_tokens + o->n_predict) : 0.5,
         .n_ctx = n_ctx,
         .max_tok = ubatch,
         .n_threads = o->threads,
         .ops = o->ref_kernels ? &bt_ops_ref : &bt_ops_cpu,
         .all_logits = o->dump_logits != NULL,
-        .trace_events = o->trace || o->verbose ? 16 * (n_mb + o->n_gen) + 64 : 0,
+        .trace_events = o->trace || o->verbose ? 1 << 16 : 0,
     };
-    bt_status_t st = bt_pipe_init(&r.pipe, comm, &cfg);
-    if (st != BT_OK)
+    if (cfg.n_ctx == 0) {
+        /* the model's context, capped; known only after opening it */
+        bt_model_t *m;
+        bt_status_t st = bt_model_open(o->model, &m);
+        if (st == BT_OK) {
+            cfg.n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+            bt_model_free(m);
+        } else {
+            cfg.n_ctx = 4096; /* bt_pipe_init reports the error on every rank alike */
+        }
+    }
+    if (bt_pipe_init(&r.pipe, comm, &cfg) != BT_OK)
         return 1;
     bt_pipe_t *p = &r.pipe;
     if (p->rank == 0) {
@@ -234,54 +608,34 @@ static int run(const options_t *o, MPI_Comm comm)
         bt_partition_str(p->bounds, p->n_stages, split, sizeof split);
         bt_log_info("%d stage%s: %s", p->n_stages, p->n_stages > 1 ? "s" : "", split);
     }
-
-    /* Checks every rank makes alike, so they fail together. */
-    int n_vocab = p->model->hp.n_vocab;
-    for (int i = 0; i < o->n_tokens && st == BT_OK; i++)
-        if (o->tokens[i] >= n_vocab) {
-            if (p->rank == 0)
-                bt_log_error("--tokens: id %d at index %d is outside the vocabulary (0..%d)",
-                             o->tokens[i], i, n_vocab - 1);
-            st = BT_ERR_ARG;
+    bt_status_t st = prepare(&r);
+    if (st == BT_OK) {
+        bt_pipe_trace_start(p);
+        st = o->tokens != NULL ? run_ids(&r) : run_text(&r);
+        if (st == BT_ERR_ARG) {
+            /* a checked condition every rank met alike (the context is full) */
+        } else if (st != BT_OK) {
+            bt_log_error("generation failed (%s); stopping every rank", bt_status_str(st));
+            MPI_Abort(comm, 1);
         }
-    /* The last stage writes the logits it computes. */
-    if (st == BT_OK && p->last && o->dump_logits != NULL &&
-        (r.dump.f = fopen(o->dump_logits, "wb")) == NULL) {
-        bt_log_error("--dump-logits: cannot create '%s'", o->dump_logits);
-        st = BT_ERR_IO;
+        if (p->rank == 0 && st == BT_OK)
+            print_results(&r);
+        int n_mb = o->tokens ? (o->n_tokens + ubatch - 1) / ubatch : 1;
+        if (o->trace != NULL || o->verbose) {
+            bt_status_t ts = bt_pipe_trace_report(p, o->trace, n_mb, true);
+            st = st == BT_OK ? ts : st;
+        }
+        bt_pipe_report_memory(p);
     }
-    if (st == BT_OK)
-        r.ids = calloc((size_t)o->n_gen + 1, sizeof *r.ids);
-    st = bt_transport_agree(comm, st != BT_OK ? st : r.ids ? BT_OK : BT_ERR_NOMEM);
-    if (st != BT_OK)
-        goto done;
-
-    if ((st = generate(&r)) != BT_OK) {
-        bt_log_error("generation failed (%s); stopping every rank", bt_status_str(st));
-        MPI_Abort(comm, 1);
-    }
-    if (p->rank == 0) {
-        for (int i = 0; i <= o->n_gen; i++)
-            printf("%s%d", i ? " " : "", r.ids[i]);
-        printf("\n");
-        fflush(stdout);
-        bt_log_info("prompt: %d tokens in %.3f s (%.1f t/s); decode: %d steps in %.3f s "
-                    "(%.1f t/s); %d rank%s x %d threads, -ub %d, pipeline %d, %s kernels",
-                    o->n_tokens, r.t_prompt, o->n_tokens / r.t_prompt, o->n_gen, r.t_gen,
-                    r.t_gen > 0 ? o->n_gen / r.t_gen : 0.0, p->n_stages,
-                    p->n_stages > 1 ? "s" : "", o->threads, ubatch, o->pipeline,
-                    cfg.ops->name);
-    }
-    if (o->trace != NULL || o->verbose)
-        st = bt_pipe_trace_report(p, o->trace, n_mb, true);
-    bt_pipe_report_memory(p);
-done:
-    if (r.dump.f != NULL && fclose(r.dump.f) != 0) {
+    if (r.dump != NULL && fclose(r.dump) != 0) {
         bt_log_error("--dump-logits: closing '%s' failed", o->dump_logits);
         st = BT_ERR_IO;
     }
     st = bt_transport_agree(comm, st);
-    free(r.ids);
+    free(r.gen);
+    bt_detok_free(r.detok);
+    bt_sampler_free(r.sampler);
+    bt_tokenizer_free(r.tok);
     bt_pipe_free(p);
     return st == BT_OK ? 0 : 1;
 }

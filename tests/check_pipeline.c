@@ -211,7 +211,7 @@ START_TEST(test_generate_stop)
                          BT_OK);
         gen_t g = {.want = N_GEN + 1};
         int steps = -1;
-        ck_assert_int_eq(bt_pipe_generate(&p, first, N_PROMPT, 10, collect_token, &g, &steps),
+        ck_assert_int_eq(bt_pipe_generate(&p, first, N_PROMPT, 10, collect_token, NULL, &g, &steps),
                          BT_OK);
         int ok = steps == N_GEN;
         if (rank == 0)

@@ -62,6 +62,17 @@ static inline float vf_sum(vf a)
 }
 #endif
 
+/* Work (multiply-adds) below which a kernel runs on the calling thread:
+ * waking a team costs tens of microseconds on a busy or virtualized
+ * machine, more than a small matrix-vector product takes. Which thread
+ * computes an element never changes its value, so this is only speed. */
+#define BT_PARALLEL_MIN_WORK (1 << 21)
+
+static inline int team_size(const bt_scratch_t *s, double work)
+{
+    return work >= BT_PARALLEL_MIN_WORK ? s->n_threads : 1;
+}
+
 /* ---- matmul ---- */
 
 /* Tile of R rows of W by T tokens: out[t * ldo + r] = W[r] . x[t] over n.
@@ -131,7 +142,8 @@ static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *r
     const bool direct = w->type == BT_TYPE_F32;
     const bt_to_float_fn to_float = bt_type_info(w->type)->to_float;
 
-#pragma omp parallel for schedule(static) num_threads(s->n_threads) if (s->n_threads > 1)
+    const int team = team_size(s, (double)n_tok * (double)n_in * (double)n_out);
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
     for (int64_t b = 0; b < n_blocks; b++) {
         const int64_t r0 = b * BT_MATMUL_ROWS;
         const int nr = imin(BT_MATMUL_ROWS, n_out - r0);
@@ -181,7 +193,8 @@ static void cpu_attention(float *restrict out, const float *restrict q, const fl
     const int kv_dim = n_head_kv * head_dim;
     const float scale = 1.0f / sqrtf((float)head_dim);
 
-#pragma omp parallel for collapse(2) schedule(static) num_threads(s->n_threads) if (s->n_threads > 1)
+    const int team = team_size(s, 2.0 * n_tok * (pos0 + n_tok) * (double)n_head * head_dim);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(team) if (team > 1)
     for (int t = 0; t < n_tok; t++) {
         for (int h = 0; h < n_head; h++) {
             float *score = s->buf + (size_t)omp_get_thread_num() * s->per_thread;

@@ -287,7 +287,8 @@ bt_status_t bt_pipe_decode(bt_pipe_t *p, int32_t token, int pos, bt_logits_fn on
 }
 
 bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_steps,
-                             bt_token_fn on_token, void *arg, int *n_steps)
+                             bt_token_fn on_token, bt_logits_fn on_logits, void *arg,
+                             int *n_steps)
 {
     bt_status_t st = BT_OK;
     int steps = 0;
@@ -295,7 +296,7 @@ bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_step
         int32_t tok = first;
         bool more = on_token(arg, tok);
         while (more && steps < max_steps && st == BT_OK) {
-            st = run(p, &tok, 1, pos0 + steps, 1, BT_PIPE_GPIPE, NULL, NULL, &tok, NULL);
+            st = run(p, &tok, 1, pos0 + steps, 1, BT_PIPE_GPIPE, on_logits, arg, &tok, NULL);
             steps++;
             more = st == BT_OK && on_token(arg, tok);
         }
@@ -304,7 +305,7 @@ bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_step
     } else {
         bool stopped = false;
         while (st == BT_OK && !stopped) {
-            st = run(p, NULL, 1, pos0 + steps, 1, BT_PIPE_GPIPE, NULL, NULL, NULL, &stopped);
+            st = run(p, NULL, 1, pos0 + steps, 1, BT_PIPE_GPIPE, on_logits, arg, NULL, &stopped);
             steps += !stopped;
         }
     }

@@ -96,10 +96,12 @@ typedef bool (*bt_token_fn)(void *arg, int32_t token);
 /* Decodes from first (the token chosen after the prompt, known on rank 0)
  * at positions pos0.. until on_token returns false or max_steps steps ran;
  * rank 0 then sends STOP down the pipeline. Every rank calls it; only rank
- * 0 calls on_token (first, then each new token). *n_steps (if not NULL)
- * gets the decode steps run. */
+ * 0 calls on_token (first, then each new token), only the last stage
+ * on_logits (if set), both with arg. *n_steps (if not NULL) gets the
+ * decode steps run. */
 bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_steps,
-                             bt_token_fn on_token, void *arg, int *n_steps);
+                             bt_token_fn on_token, bt_logits_fn on_logits, void *arg,
+                             int *n_steps);
 
 /* Broadcasts bytes from rank 0 to every rank (turns of a chat). */
 bt_status_t bt_pipe_bcast(bt_pipe_t *p, void *buf, int bytes);
