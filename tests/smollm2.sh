@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The real SmolLM2-135M-Instruct (Q4_1) end to end: the greedy continuation
+# of fixed prompts equals llama.cpp's (tests/data/smollm2-reference.txt) at
+# 1, 2 and 3 ranks with pipelining off and on; text, chat, interactive and
+# sampling through the CLI. Skips when the model has not been fetched
+# (scripts/fetch-smollm2; CI fetches it).
+set -u
+bin=${BT_BUILDDIR:-$(pwd)}
+src=${BT_SRCDIR:-$(dirname "$0")/..}
+model=${BT_SMOLLM2:-$src/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+ref="$src/tests/data/smollm2-reference.txt"
+if [ ! -f "$model" ]; then
+    echo "SKIP: SmolLM2 model not found at $model (run scripts/fetch-smollm2)"
+    exit 77
+fi
+launcher=${MPIEXEC:-$(command -v mpirun || true)}
+if [ -z "$launcher" ]; then echo "SKIP: no mpirun"; exit 77; fi
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+mpi() { local np=$1; shift; timeout -k 5 120 "$launcher" -np "$np" --oversubscribe --bind-to none \
+    --mca mpi_yield_when_idle 1 "$@"; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-smol-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
+bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+field() { sed -n "s/^$1 $2 //p" "$ref" | head -n 1; }
+
+# ---- greedy continuations against the reference ----
+for case in A B; do
+    prompt=$(field "$case" prompt | tr ' ' ',')
+    want=$(field "$case" greedy)
+    n=$(echo "$want" | wc -w)
+    if [ -z "$prompt" ] || [ "$n" -eq 0 ]; then bad "reference $case missing in $ref"; continue; fi
+    for np in 1 2 3; do
+        for pl in 0 1; do
+            got=$(mpi $np "$bin/baton" -m "$model" --tokens "$prompt" -n $((n - 1)) -ub 4 \
+                --pipeline $pl -t 1 2>"$tmp/err")
+            if [ "$got" = "$want" ]; then ok "prompt $case: $n greedy tokens on $np ranks, pipeline $pl"
+            else bad "prompt $case on $np ranks, pipeline $pl:
+  got  $got
+  want $want"; cat "$tmp/err"; fi
+        done
+    done
+done
+
+# ---- logits of prompt A's last position against llama.cpp's (f32 weights) ----
+prompt=$(field A prompt | tr ' ' ',')
+"$bin/baton" -m "$model" --tokens "$prompt" -n 0 -t 1 --dump-logits "$tmp/a.bin" >/dev/null 2>&1
+if python3 - "$tmp/a.bin" "$src/tests/data/smollm2-ref-logits-A.bin" <<'PY'
+import struct, sys
+a = open(sys.argv[1], "rb").read(); b = open(sys.argv[2], "rb").read()
+n = len(b) // 4
+rows = len(a) // len(b)
+x = struct.unpack("<%df" % n, a[(rows - 1) * len(b):]); y = struct.unpack("<%df" % n, b)
+d = max(abs(p - q) for p, q in zip(x, y))
+print("prompt A last-position logits: max abs diff %.3g vs llama.cpp" % d)
+sys.exit(0 if d <= 1e-3 else 1)
+PY
+then ok "prompt A logits within 1e-3 of llama.cpp's"; else bad "prompt A logits"; fi
+
+# ---- text in, text out ----
+out=$(mpi 2 "$bin/baton" -m "$model" --chat -p "What is the capital of France?" -n 32 --temp 0 \
+    -t 1 2>"$tmp/err")
+if echo "$out" | grep -q "Paris"; then ok "chat answer on 2 ranks: $(echo "$out" | head -c 80)"
+else bad "chat answer: '$out'"; cat "$tmp/err"; fi
+grep -q "prompt eval time" "$tmp/err" && grep -q " eval time" "$tmp/err" && ok "timings line" ||
+    bad "timings line"
+out=$("$bin/baton" -m "$model" -p "The capital of France is" -n 8 --temp 0 --print-token-ids -t 1 \
+    2>/dev/null)
+ids=$(echo "$out" | tail -n 1)
+if echo "$out" | head -n 1 | grep -q "Paris" && echo "$ids" | grep -qE '^[0-9]+(,[0-9]+)*$'; then
+    ok "text prompt and --print-token-ids ($ids)"
+else bad "text prompt: '$out'"; fi
+
+# interactive: two turns on stdin, one KV cache
+printf 'What is the capital of France?\nAnd of Italy?\n' >"$tmp/turns"
+out=$(mpi 2 "$bin/baton" -m "$model" --chat -i -n 24 --temp 0 -t 1 <"$tmp/turns" 2>"$tmp/err")
+turns=$(echo "$out" | grep -c '^> ')
+if [ "$turns" -ge 2 ] && echo "$out" | grep -q "Paris" && echo "$out" | grep -q "Rome"; then
+    ok "interactive chat: two turns answered (Paris, Rome)"
+else bad "interactive chat:
+$out"; cat "$tmp/err"; fi
+
+# sampling: the same seed gives the same text, on 1 and 2 ranks alike
+s1=$("$bin/baton" -m "$model" -p "Once upon a time" -n 24 --temp 0.9 --seed 7 -t 1 2>/dev/null)
+s2=$(mpi 2 "$bin/baton" -m "$model" -p "Once upon a time" -n 24 --temp 0.9 --seed 7 -t 1 2>/dev/null)
+s3=$("$bin/baton" -m "$model" -p "Once upon a time" -n 24 --temp 0.9 --seed 8 -t 1 2>/dev/null)
+if [ -n "$s1" ] && [ "$s1" = "$s2" ]; then ok "seeded sampling repeats across rank counts"
+else bad "seeded sampling: '$s1' vs '$s2'"; fi
+[ "$s1" != "$s3" ] && ok "another seed, another text" || bad "seeds 7 and 8 gave the same text"
+
+# bad input
+m="$tmp/none.gguf"
+"$bin/baton-mkmodel" --n-layer 2 -o "$m" >/dev/null 2>&1
+"$bin/baton" -m "$m" -p "hello" >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "has no tokenizer" "$tmp/err" && ok "text prompt on a model without vocabulary" ||
+    { bad "no-vocabulary model"; cat "$tmp/err"; }
+"$bin/baton" -m "$model" -p "hi" --temp -1 >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "temp must be >= 0" "$tmp/err" && ok "--temp -1 refused" ||
+    { bad "--temp -1"; cat "$tmp/err"; }
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
