@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <mpi.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,20 +342,6 @@ static int run_all(bench_t *b)
     return st == BT_OK ? 0 : 1;
 }
 
-/* Threads per rank by default: the cores of a node shared by its ranks. */
-static int default_threads(MPI_Comm comm)
-{
-    MPI_Comm node;
-    int local = 1;
-    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
-        MPI_SUCCESS) {
-        MPI_Comm_size(node, &local);
-        MPI_Comm_free(&node);
-    }
-    int t = omp_get_num_procs() / local;
-    return t > 0 ? t : 1;
-}
-
 int main(int argc, char **argv)
 {
     int provided;
@@ -368,7 +353,7 @@ int main(int argc, char **argv)
         bt_log_set_rank(b.rank);
     bt_bench_params_t prm;
     bt_log_capture(1); /* every rank parses alike; rank 0 reports */
-    bt_status_t st = bt_bench_params_parse(argc, argv, default_threads(b.comm), &prm);
+    bt_status_t st = bt_bench_params_parse(argc, argv, bt_default_threads(b.comm), &prm);
     bt_log_flush_captured(b.rank == 0);
     bt_log_capture(0);
     b.params = &prm;

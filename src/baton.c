@@ -11,7 +11,6 @@
  */
 #include <getopt.h>
 #include <mpi.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +68,7 @@ static void usage(FILE *f)
             "  -ub, --ubatch-size N      micro-batch: tokens per pipeline step (512)\n"
             "      --pipeline 0|1        1: GPipe prefill (default); 0: one micro-batch at a time\n"
             "  -ts, --tensor-split R,R   layer proportions per rank (default: balance cost)\n"
-            "  -t, --threads N           OpenMP threads per rank (default: cores)\n"
+            "  -t, --threads N           OpenMP threads per rank (default: cores / ranks per node)\n"
             "      --dump-logits FILE    raw little-endian f32 rows of n_vocab per position\n"
             "      --trace FILE.json     Chrome trace of every rank's micro-batches (Perfetto)\n"
             "      --ref-kernels         use the scalar reference kernels\n"
@@ -106,7 +105,7 @@ static bt_status_t parse_float(const char *flag, const char *s, float *out)
     return BT_OK;
 }
 
-static bt_status_t parse_args(int argc, char **argv, options_t *o)
+static bt_status_t parse_args(int argc, char **argv, int default_threads, options_t *o)
 {
     static const struct option longopts[] = {
         {"model", required_argument, 0, 'm'},
@@ -140,7 +139,7 @@ static bt_status_t parse_args(int argc, char **argv, options_t *o)
         {0, 0, 0, 0},
     };
     *o = (options_t){.n_predict = -1, .batch = 2048, .ubatch = 512, .pipeline = 1,
-                     .threads = omp_get_num_procs(), .sampling = bt_sampler_defaults()};
+                     .threads = default_threads, .sampling = bt_sampler_defaults()};
     normalize_argv(argc, argv);
     opterr = 0;
     int c;
@@ -651,7 +650,7 @@ int main(int argc, char **argv)
     options_t o;
     /* every rank parses the same command line; rank 0 reports */
     bt_log_capture(1);
-    bt_status_t st = parse_args(argc, argv, &o);
+    bt_status_t st = parse_args(argc, argv, bt_default_threads(MPI_COMM_WORLD), &o);
     bt_log_flush_captured(rank == 0);
     bt_log_capture(0);
     int rc;

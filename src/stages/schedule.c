@@ -2,6 +2,7 @@
 #include "stages/schedule.h"
 
 #include <inttypes.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,19 @@ bt_status_t bt_pipe_bcast(bt_pipe_t *p, void *buf, int bytes)
 {
     BT_MPI_CHECK(MPI_Bcast(buf, bytes, MPI_BYTE, 0, p->comm));
     return BT_OK;
+}
+
+int bt_default_threads(MPI_Comm comm)
+{
+    MPI_Comm node;
+    int local = 1;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    int t = omp_get_num_procs() / local;
+    return t > 0 ? t : 1;
 }
 
 /* ---- reports ---- */

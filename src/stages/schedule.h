@@ -106,6 +106,10 @@ bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_step
 /* Broadcasts bytes from rank 0 to every rank (turns of a chat). */
 bt_status_t bt_pipe_bcast(bt_pipe_t *p, void *buf, int bytes);
 
+/* Threads per rank by default: the cores of this node over the ranks that
+ * share it. Collective. */
+int bt_default_threads(MPI_Comm comm);
+
 /* Starts a new trace on every rank (after a barrier, so tracks align). */
 void bt_pipe_trace_start(bt_pipe_t *p);
 
