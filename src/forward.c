@@ -13,7 +13,9 @@ size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int max_tok, int n_threa
 {
     const bt_hparams_t *hp = &m->hp;
     size_t q_dim = (size_t)hp->n_head * hp->head_dim;
-    size_t act = (size_t)max_tok * (2 * (size_t)hp->n_embd + 2 * q_dim + 2 * (size_t)hp->n_ff);
+    size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    size_t act = (size_t)max_tok *
+                 (2 * (size_t)hp->n_embd + 2 * q_dim + kv_dim + 2 * (size_t)hp->n_ff);
     size_t scratch = (size_t)n_threads * scratch_per_thread(m, n_ctx);
     return (act + scratch) * sizeof(float) +
            bt_kv_cache_bytes(m->last - m->first, n_ctx, hp->n_head_kv * hp->head_dim);
@@ -46,11 +48,12 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
     f->scratch.buf = malloc(f->scratch.per_thread * n_threads * sizeof(float));
     f->xn = malloc(mt * hp->n_embd * sizeof(float));
     f->q = malloc(mt * q_dim * sizeof(float));
+    f->k = malloc(mt * (size_t)f->kv.kv_dim * sizeof(float));
     f->att = malloc(mt * q_dim * sizeof(float));
     f->o = malloc(mt * hp->n_embd * sizeof(float));
     f->gate = malloc(mt * hp->n_ff * sizeof(float));
     f->up = malloc(mt * hp->n_ff * sizeof(float));
-    if (!f->scratch.buf || !f->xn || !f->q || !f->att || !f->o || !f->gate || !f->up) {
+    if (!f->scratch.buf || !f->xn || !f->q || !f->k || !f->att || !f->o || !f->gate || !f->up) {
         bt_log_error("forward: cannot allocate %zu bytes of activations for %d tokens",
                      bt_forward_bytes(m, n_ctx, max_tok, n_threads), max_tok);
         st = BT_ERR_NOMEM;
@@ -75,6 +78,7 @@ void bt_forward_free(bt_forward_t *f)
     free(f->gate);
     free(f->o);
     free(f->att);
+    free(f->k);
     free(f->q);
     free(f->xn);
     free(f->scratch.buf);
@@ -91,7 +95,7 @@ void bt_forward_set_progress(bt_forward_t *f, bt_progress_fn fn, void *arg)
 bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, float *x)
 {
     const bt_matrix_t *e = &f->m->tok_embd;
-    const bt_to_float_fn to_float = bt_type_info(e->type)->to_float;
+    const bt_to_float_fn to_float = bt_type_to_float_fast(bt_type_info(e->type));
     for (int t = 0; t < n_tok; t++) {
         if (tokens[t] < 0 || tokens[t] >= e->n_out) {
             bt_log_error("forward: token id %d at index %d is outside the vocabulary (0..%lld)",
@@ -112,19 +116,22 @@ static void layer(bt_forward_t *f, int il, float *x, int n_tok, int pos0)
     const bt_ops_t *ops = f->ops;
     const bt_scratch_t *s = &f->scratch;
     const int n_embd = hp->n_embd;
-    float *k = bt_kv_cache_k(&f->kv, il);   /* [n_ctx, kv_dim] */
-    float *v = bt_kv_cache_v(&f->kv, il);
-    float *k_new = k + (size_t)pos0 * f->kv.kv_dim; /* this batch's rows */
-    float *v_new = v + (size_t)pos0 * f->kv.kv_dim;
+    const int kv_dim = f->kv.kv_dim, k_stride = f->kv.k_stride;
+    float *k = bt_kv_cache_k(&f->kv, il); /* [kv_dim, k_stride] */
+    float *v = bt_kv_cache_v(&f->kv, il); /* [n_ctx, kv_dim] */
 
     /* attention */
     bt_rmsnorm_f32(f->xn, x, l->attn_norm, n_tok, n_embd, hp->rms_eps);
     ops->matmul(f->q, &l->wq, f->xn, n_tok, s);
-    ops->matmul(k_new, &l->wk, f->xn, n_tok, s);
-    ops->matmul(v_new, &l->wv, f->xn, n_tok, s);
+    ops->matmul(f->k, &l->wk, f->xn, n_tok, s);
+    ops->matmul(v + (size_t)pos0 * kv_dim, &l->wv, f->xn, n_tok, s);
     bt_rope_norm_f32(f->q, n_tok, pos0, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_base);
-    bt_rope_norm_f32(k_new, n_tok, pos0, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_base);
-    ops->attention(f->att, f->q, k, v, n_tok, pos0, hp->n_head, hp->n_head_kv, hp->head_dim, s);
+    bt_rope_norm_f32(f->k, n_tok, pos0, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_base);
+    for (int t = 0; t < n_tok; t++) /* into the transposed cache */
+        for (int c = 0; c < kv_dim; c++)
+            k[(size_t)c * k_stride + pos0 + t] = f->k[(size_t)t * kv_dim + c];
+    ops->attention(f->att, f->q, k, v, n_tok, pos0, hp->n_head, hp->n_head_kv, hp->head_dim,
+                   k_stride, s);
     ops->matmul(f->o, &l->wo, f->att, n_tok, s);
     bt_add_f32(x, f->o, (int64_t)n_tok * n_embd);
 

@@ -32,6 +32,7 @@ typedef struct bt_forward {
     bt_scratch_t scratch;
     float *xn;   /* [max_tok, n_embd] normed input of a sub-block */
     float *q;    /* [max_tok, n_head * head_dim] */
+    float *k;    /* [max_tok, n_head_kv * head_dim] this batch's keys, before the cache */
     float *att;  /* [max_tok, n_head * head_dim] attention output */
     float *o;    /* [max_tok, n_embd] projection output before the residual */
     float *gate; /* [max_tok, n_ff] */

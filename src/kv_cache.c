@@ -3,15 +3,25 @@
 
 #include <stdlib.h>
 
+int bt_kv_cache_k_stride(int n_ctx)
+{
+    int s = (n_ctx + 15) / 16 * 16;
+    return s % 256 == 0 ? s + 16 : s;
+}
+
 size_t bt_kv_cache_bytes(int n_layer, int n_ctx, int kv_dim)
 {
-    return 2 * (size_t)n_layer * (size_t)n_ctx * (size_t)kv_dim * sizeof(float);
+    size_t k = (size_t)n_layer * (size_t)bt_kv_cache_k_stride(n_ctx) * (size_t)kv_dim;
+    size_t v = (size_t)n_layer * (size_t)n_ctx * (size_t)kv_dim;
+    return (k + v) * sizeof(float);
 }
 
 bt_status_t bt_kv_cache_init(bt_kv_cache_t *c, int n_layer, int n_ctx, int kv_dim)
 {
+    const int k_stride = bt_kv_cache_k_stride(n_ctx);
+    size_t nk = (size_t)n_layer * (size_t)k_stride * (size_t)kv_dim;
     size_t n = (size_t)n_layer * (size_t)n_ctx * (size_t)kv_dim;
-    float *k = calloc(n ? n : 1, sizeof(float));
+    float *k = calloc(nk ? nk : 1, sizeof(float));
     float *v = calloc(n ? n : 1, sizeof(float));
     if (k == NULL || v == NULL) {
         free(k);
@@ -20,7 +30,7 @@ bt_status_t bt_kv_cache_init(bt_kv_cache_t *c, int n_layer, int n_ctx, int kv_di
                      bt_kv_cache_bytes(n_layer, n_ctx, kv_dim), n_layer, n_ctx, kv_dim);
         return BT_ERR_NOMEM;
     }
-    *c = (bt_kv_cache_t){n_layer, n_ctx, kv_dim, k, v};
+    *c = (bt_kv_cache_t){n_layer, n_ctx, kv_dim, k_stride, k, v};
     return BT_OK;
 }
 

@@ -764,6 +764,21 @@ START_TEST(test_matmul_batch_invariance)
 }
 END_TEST
 
+/* Calls ops->attention with keys given as rows [n_ctx][n_kv * hd], as the
+ * oracle reads them: transposes them into the kernel's [n_kv * hd][n_ctx]. */
+static void call_attention(const bt_ops_t *ops, float *out, const float *q, const float *k_rows,
+                           const float *v, int n_tok, int pos0, int n_head, int n_kv, int hd,
+                           int n_ctx, const bt_scratch_t *s)
+{
+    const size_t kvd = (size_t)n_kv * hd;
+    float *kt = xmalloc((size_t)n_ctx * kvd * sizeof(float));
+    for (int j = 0; j < n_ctx; j++)
+        for (size_t c = 0; c < kvd; c++)
+            kt[c * (size_t)n_ctx + j] = k_rows[(size_t)j * kvd + c];
+    ops->attention(out, q, kt, v, n_tok, pos0, n_head, n_kv, hd, n_ctx, s);
+    free(kt);
+}
+
 START_TEST(test_attention_batch_invariance)
 {
     enum { NT = 13, POS0 = 4, NCTX = POS0 + NT };
@@ -780,11 +795,11 @@ START_TEST(test_attention_batch_invariance)
     fill(k, NCTX * kvd, &r, -2.0f, 2.0f);
     fill(v, NCTX * kvd, &r, -1.0f, 1.0f);
     bt_scratch_t s1 = scratch_make(1, NCTX, 1);
-    bt_ops_cpu.attention(full, q, k, v, NT, POS0, n_head, n_kv, hd, &s1);
+    call_attention(&bt_ops_cpu, full, q, k, v, NT, POS0, n_head, n_kv, hd, NCTX, &s1);
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(1, NCTX, nth);
         memset(part, 0xff, NT * qd * sizeof(float));
-        bt_ops_cpu.attention(part, q, k, v, NT, POS0, n_head, n_kv, hd, &s);
+        call_attention(&bt_ops_cpu, part, q, k, v, NT, POS0, n_head, n_kv, hd, NCTX, &s);
         CHECK_MSG(memcmp(part, full, NT * qd * sizeof(float)) == 0,
                   "head_dim %d: %d threads differ from 1", hd, nth);
         for (size_t p = 0; p < sizeof splits / sizeof splits[0]; p++) {
@@ -792,8 +807,8 @@ START_TEST(test_attention_batch_invariance)
             int idx = 0;
             for (int t = 0; t < NT;) {
                 int n = split_next(splits[p], &idx, NT - t);
-                bt_ops_cpu.attention(part + t * qd, q + t * qd, k, v, n, POS0 + t, n_head, n_kv, hd,
-                                     &s);
+                call_attention(&bt_ops_cpu, part + t * qd, q + t * qd, k, v, n, POS0 + t, n_head,
+                               n_kv, hd, NCTX, &s);
                 t += n;
             }
             for (int t = 0; t < NT; t++)
@@ -882,11 +897,11 @@ static void attn_case(int n_head, int n_kv, int hd, int pos0, int n_tok, int n_c
         k[i] = v[i] = NAN;
     bt_scratch_t s1 = scratch_make(1, pos0 + n_tok, 1);
     memset(out_ref, 0xff, (size_t)n_tok * qd * sizeof(float));
-    bt_ops_ref.attention(out_ref, q, k, v, n_tok, pos0, n_head, n_kv, hd, &s1);
+    call_attention(&bt_ops_ref, out_ref, q, k, v, n_tok, pos0, n_head, n_kv, hd, n_ctx, &s1);
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(1, pos0 + n_tok, nth);
         memset(out_cpu, 0xff, (size_t)n_tok * qd * sizeof(float));
-        bt_ops_cpu.attention(out_cpu, q, k, v, n_tok, pos0, n_head, n_kv, hd, &s);
+        call_attention(&bt_ops_cpu, out_cpu, q, k, v, n_tok, pos0, n_head, n_kv, hd, n_ctx, &s);
         for (int t = 0; t < n_tok; t++)
             for (int h = 0; h < n_head; h++) {
                 attn_oracle(o, tol, q, k, v, t, pos0, h, n_head, n_kv, hd);
@@ -940,7 +955,7 @@ START_TEST(test_attention_edges)
     for (int opi = 0; opi < 2; opi++) {
         const bt_ops_t *ops = opi ? &bt_ops_cpu : &bt_ops_ref;
         bt_scratch_t s = scratch_make(1, 3, 1);
-        ops->attention(out, q, k, v, 1, 0, NH, NKV, HD, &s); /* one key: weight 1 */
+        call_attention(ops, out, q, k, v, 1, 0, NH, NKV, HD, 3, &s); /* one key: weight 1 */
         for (int h = 0; h < NH; h++)
             for (int d = 0; d < HD; d++)
                 CHECK_MSG(out[h * HD + d] == v[d], "%s: h %d d %d: %g != %g", ops->name, h, d,
@@ -948,7 +963,7 @@ START_TEST(test_attention_edges)
         /* key 1 = 100 * q: its weight ~1, out ~ v[1] */
         for (int d = 0; d < HD; d++)
             k[HD + d] = 100.0f * q[d];
-        ops->attention(out, q, k, v, 1, 1, 1, 1, HD, &s);
+        call_attention(ops, out, q, k, v, 1, 1, 1, 1, HD, 3, &s);
         for (int d = 0; d < HD; d++)
             CHECK_MSG(fabsf(out[d] - v[HD + d]) <= 1e-6f, "%s: saturated d %d: %g vs %g", ops->name,
                       d, (double)out[d], (double)v[HD + d]);

@@ -24,6 +24,15 @@ static inline void vf_store(float *p, vf a) { _mm512_storeu_ps(p, a); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 static inline float vf_sum(vf a) { return _mm512_reduce_add_ps(a); }
+/* The first n (0..VL) lanes; the others load as 0 and are not stored. */
+static inline vf vf_load_n(const float *p, int n)
+{
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+}
+static inline void vf_store_n(float *p, vf a, int n)
+{
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), a);
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define VL 8
@@ -41,6 +50,12 @@ static inline float vf_sum(vf a)
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+static inline __m256i lanes_below(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline vf vf_load_n(const float *p, int n) { return _mm256_maskload_ps(p, lanes_below(n)); }
+static inline void vf_store_n(float *p, vf a, int n) { _mm256_maskstore_ps(p, lanes_below(n), a); }
 #else
 /* Portable: GCC vector extension of 16 bytes (SSE on any x86-64, so no ABI
  * warning); multiply and add stay separate (C11 does not contract), which
@@ -60,6 +75,13 @@ static inline float vf_sum(vf a)
         s += a[i];
     return s;
 }
+static inline vf vf_load_n(const float *p, int n)
+{
+    vf a = vf_zero();
+    memcpy(&a, p, sizeof(float) * (size_t)n);
+    return a;
+}
+static inline void vf_store_n(float *p, vf a, int n) { memcpy(p, &a, sizeof(float) * (size_t)n); }
 #endif
 
 /* Work (multiply-adds) below which a kernel runs on the calling thread:
@@ -76,27 +98,36 @@ static inline int team_size(const bt_scratch_t *s, double work)
 /* ---- matmul ---- */
 
 /* Tile of R rows of W by T tokens: out[t * ldo + r] = W[r] . x[t] over n.
- * Called only with constant R, T (1..4) so the accumulators stay in
- * registers. */
+ * Called only with constant R (1..4, or 8 with T = 1) and T (1..4) so the
+ * accumulators stay in registers. */
 static inline __attribute__((always_inline)) void
 tile(float *restrict out, size_t ldo, const float *restrict w, size_t ldw,
      const float *restrict x, size_t ldx, int64_t n, const int R, const int T)
 {
-    vf acc[4][4];
+    /* the loops over r and t unroll fully (GCC keeps the 16 accumulators
+     * in registers only then); the arithmetic is the same either way */
+    vf acc[8][4];
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
         for (int t = 0; t < T; t++)
             acc[r][t] = vf_zero();
     int64_t k = 0;
+#pragma GCC unroll 2
     for (; k + VL <= n; k += VL) {
         vf xv[4];
+#pragma GCC unroll 4
         for (int t = 0; t < T; t++)
             xv[t] = vf_load(x + t * ldx + k);
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             vf wv = vf_load(w + r * ldw + k);
+#pragma GCC unroll 4
             for (int t = 0; t < T; t++)
                 acc[r][t] = vf_fma(wv, xv[t], acc[r][t]);
         }
     }
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++) {
             float s = vf_sum(acc[r][t]);
@@ -120,6 +151,7 @@ TILE_ROW(1)
 TILE_ROW(2)
 TILE_ROW(3)
 TILE_ROW(4)
+TILE_FN(8, 1) /* decode: more rows in flight for a memory-bound product */
 
 static const tile_fn tiles[4][4] = {
     {tile_1_1, tile_1_2, tile_1_3, tile_1_4},
@@ -140,7 +172,7 @@ static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *r
     const int64_t n_in = w->n_in, n_out = w->n_out;
     const int64_t n_blocks = (n_out + BT_MATMUL_ROWS - 1) / BT_MATMUL_ROWS;
     const bool direct = w->type == BT_TYPE_F32;
-    const bt_to_float_fn to_float = bt_type_info(w->type)->to_float;
+    const bt_to_float_fn to_float = bt_type_to_float_fast(bt_type_info(w->type));
 
     const int team = team_size(s, (double)n_tok * (double)n_in * (double)n_out);
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
@@ -162,10 +194,18 @@ static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *r
         }
         for (int t = 0; t < n_tok; t += 4) {
             const int nt = imin(4, n_tok - t);
-            for (int r = 0; r < nr; r += 4) {
-                const int rr = imin(4, nr - r);
-                tiles[rr - 1][nt - 1](out + (size_t)t * n_out + r0 + r, (size_t)n_out,
-                                      wb + r * ldw, ldw, x + (size_t)t * n_in, (size_t)n_in, n_in);
+            for (int r = 0; r < nr;) {
+                float *o = out + (size_t)t * n_out + r0 + r;
+                const float *xt = x + (size_t)t * n_in;
+                if (nt == 1 && nr - r >= 8) {
+                    tile_8_1(o, (size_t)n_out, wb + r * ldw, ldw, xt, (size_t)n_in, n_in);
+                    r += 8;
+                } else {
+                    const int rr = imin(4, nr - r);
+                    tiles[rr - 1][nt - 1](o, (size_t)n_out, wb + r * ldw, ldw, xt, (size_t)n_in,
+                                          n_in);
+                    r += rr;
+                }
             }
         }
     }
@@ -173,21 +213,127 @@ static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *r
 
 /* ---- attention ---- */
 
-static inline float dot(const float *restrict a, const float *restrict b, int n)
+/* Query rows of one kv head handled together: the keys and values they
+ * share are loaded once for all of them. */
+#define ATT_ROWS 4
+
+/* score[r][j] = scale * sum_d q[r][d] * kt[d][j] for rows r < nr (<=
+ * ATT_ROWS) and keys j < n_keys, 2 VL keys at a time from the transposed
+ * keys: no horizontal sums, and the last block loads only the keys that
+ * exist. Each score accumulates over d in order with the same operations
+ * wherever its key falls and whichever rows share the pass, so its value
+ * depends on the query row and the key alone. score rows are ld apart. */
+static inline __attribute__((always_inline)) void
+scores_n(float *restrict score, size_t ld, const float *const *q, const int nr,
+         const float *restrict kt, int k_stride, int n_keys, int head_dim, float scale)
 {
-    vf acc = vf_zero();
-    int k = 0;
-    for (; k + VL <= n; k += VL)
-        acc = vf_fma(vf_load(a + k), vf_load(b + k), acc);
-    float s = vf_sum(acc);
-    for (; k < n; k++)
-        s += a[k] * b[k];
-    return s;
+    const vf sc = vf_set1(scale);
+    for (int j = 0; j < n_keys; j += 2 * VL) {
+        const int r0 = n_keys - j, n0 = r0 > VL ? VL : r0, n1 = r0 - VL < 0 ? 0
+                                                          : r0 - VL > VL ? VL : r0 - VL;
+        vf a[ATT_ROWS][2];
+        for (int r = 0; r < ATT_ROWS; r++)
+            a[r][0] = a[r][1] = vf_zero();
+        for (int d = 0; d < head_dim; d++) {
+            const float *row = kt + (size_t)d * k_stride + j;
+            const vf k0 = n0 == VL ? vf_load(row) : vf_load_n(row, n0);
+            const vf k1 = n1 == VL ? vf_load(row + VL) : vf_load_n(row + VL, n1);
+            for (int r = 0; r < nr; r++) {
+                const vf qd = vf_set1(q[r][d]);
+                a[r][0] = vf_fma(qd, k0, a[r][0]);
+                a[r][1] = vf_fma(qd, k1, a[r][1]);
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            vf_store_n(score + r * ld + j, vf_mul(a[r][0], sc), n0);
+            vf_store_n(score + r * ld + j + VL, vf_mul(a[r][1], sc), n1);
+        }
+    }
 }
 
+static void scores(float *restrict score, size_t ld, const float *const *q, int nr,
+                   const float *restrict kt, int k_stride, int n_keys, int head_dim, float scale)
+{
+    switch (nr) { /* constant row counts keep the accumulators in registers */
+    case 1: scores_n(score, ld, q, 1, kt, k_stride, n_keys, head_dim, scale); break;
+    case 2: scores_n(score, ld, q, 2, kt, k_stride, n_keys, head_dim, scale); break;
+    case 3: scores_n(score, ld, q, 3, kt, k_stride, n_keys, head_dim, scale); break;
+    default: scores_n(score, ld, q, 4, kt, k_stride, n_keys, head_dim, scale); break;
+    }
+}
+
+/* exp(score[j] - max) in place; returns their sum (in double, in order). */
+static __attribute__((noinline)) double exp_sum(float *restrict score, int n)
+{
+    float max = -INFINITY;
+    for (int j = 0; j < n; j++)
+        max = score[j] > max ? score[j] : max;
+    for (int j = 0; j < n; j++)
+        score[j] = expf(score[j] - max);
+    double sum = 0.0;
+    for (int j = 0; j < n; j++)
+        sum += score[j];
+    return sum;
+}
+
+/* out[r][d] = sum_j p[r][j] * v[j][d] * inv[r] for rows r < nr: each
+ * element sums over j in order; a value vector is loaded once for all
+ * rows. Dims past the last full vector go one at a time. */
+static inline __attribute__((always_inline)) void
+attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv, const int nr,
+         const float *restrict v, int kv_dim, int n_keys, int head_dim)
+{
+    int d = 0;
+    for (; d + 2 * VL <= head_dim; d += 2 * VL) {
+        vf a[ATT_ROWS][2];
+        for (int r = 0; r < ATT_ROWS; r++)
+            a[r][0] = a[r][1] = vf_zero();
+        for (int j = 0; j < n_keys; j++) {
+            const float *vj = v + (size_t)j * kv_dim + d;
+            const vf v0 = vf_load(vj), v1 = vf_load(vj + VL);
+            for (int r = 0; r < nr; r++) {
+                const vf pj = vf_set1(p[r * ld + j]);
+                a[r][0] = vf_fma(pj, v0, a[r][0]);
+                a[r][1] = vf_fma(pj, v1, a[r][1]);
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            vf_store(out[r] + d, vf_mul(a[r][0], vf_set1(inv[r])));
+            vf_store(out[r] + d + VL, vf_mul(a[r][1], vf_set1(inv[r])));
+        }
+    }
+    for (; d + VL <= head_dim; d += VL)
+        for (int r = 0; r < nr; r++) {
+            vf acc = vf_zero();
+            for (int j = 0; j < n_keys; j++)
+                acc = vf_fma(vf_set1(p[r * ld + j]), vf_load(v + (size_t)j * kv_dim + d), acc);
+            vf_store(out[r] + d, vf_mul(acc, vf_set1(inv[r])));
+        }
+    for (; d < head_dim; d++)
+        for (int r = 0; r < nr; r++) {
+            float acc = 0.0f;
+            for (int j = 0; j < n_keys; j++)
+                acc += p[r * ld + j] * v[(size_t)j * kv_dim + d];
+            out[r][d] = acc * inv[r];
+        }
+}
+
+static void attend(float *const *out, const float *restrict p, size_t ld, const float *inv,
+                   int nr, const float *restrict v, int kv_dim, int n_keys, int head_dim)
+{
+    switch (nr) {
+    case 1: attend_n(out, p, ld, inv, 1, v, kv_dim, n_keys, head_dim); break;
+    case 2: attend_n(out, p, ld, inv, 2, v, kv_dim, n_keys, head_dim); break;
+    case 3: attend_n(out, p, ld, inv, 3, v, kv_dim, n_keys, head_dim); break;
+    default: attend_n(out, p, ld, inv, 4, v, kv_dim, n_keys, head_dim); break;
+    }
+}
+
+/* Per (token, kv head): the query heads that read that kv head, up to
+ * ATT_ROWS (and as many as the scratch holds score rows for) at a time. */
 static void cpu_attention(float *restrict out, const float *restrict q, const float *restrict k,
                           const float *restrict v, int n_tok, int pos0, int n_head, int n_head_kv,
-                          int head_dim, const bt_scratch_t *s)
+                          int head_dim, int k_stride, const bt_scratch_t *s)
 {
     const int group = n_head / n_head_kv;
     const int kv_dim = n_head_kv * head_dim;
@@ -196,35 +342,28 @@ static void cpu_attention(float *restrict out, const float *restrict q, const fl
     const int team = team_size(s, 2.0 * n_tok * (pos0 + n_tok) * (double)n_head * head_dim);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(team) if (team > 1)
     for (int t = 0; t < n_tok; t++) {
-        for (int h = 0; h < n_head; h++) {
+        for (int g = 0; g < n_head_kv; g++) {
             float *score = s->buf + (size_t)omp_get_thread_num() * s->per_thread;
             const int n_keys = pos0 + t + 1;
-            const float *qh = q + ((size_t)t * n_head + h) * head_dim;
-            const size_t koff = (size_t)(h / group) * head_dim;
-            float max = -INFINITY;
-            for (int j = 0; j < n_keys; j++) {
-                score[j] = dot(qh, k + (size_t)j * kv_dim + koff, head_dim) * scale;
-                max = fmaxf(max, score[j]);
-            }
-            double sum = 0.0;
-            for (int j = 0; j < n_keys; j++) {
-                score[j] = expf(score[j] - max);
-                sum += score[j];
-            }
-            const float inv = (float)(1.0 / sum);
-            float *oh = out + ((size_t)t * n_head + h) * head_dim;
-            int d = 0;
-            for (; d + VL <= head_dim; d += VL) {
-                vf acc = vf_zero();
-                for (int j = 0; j < n_keys; j++)
-                    acc = vf_fma(vf_set1(score[j]), vf_load(v + (size_t)j * kv_dim + koff + d), acc);
-                vf_store(oh + d, vf_mul(acc, vf_set1(inv)));
-            }
-            for (; d < head_dim; d++) {
-                float acc = 0.0f;
-                for (int j = 0; j < n_keys; j++)
-                    acc += score[j] * v[(size_t)j * kv_dim + koff + d];
-                oh[d] = acc * inv;
+            const size_t ld = (size_t)n_keys;
+            int fit = (int)(s->per_thread / ld);
+            fit = fit < 1 ? 1 : fit > ATT_ROWS ? ATT_ROWS : fit;
+            for (int h0 = 0; h0 < group; h0 += fit) {
+                const int nr = group - h0 < fit ? group - h0 : fit;
+                const float *qr[ATT_ROWS];
+                float *orow[ATT_ROWS];
+                float inv[ATT_ROWS];
+                for (int r = 0; r < nr; r++) {
+                    const size_t row = ((size_t)t * n_head + (size_t)g * group + h0 + r) * head_dim;
+                    qr[r] = q + row;
+                    orow[r] = out + row;
+                }
+                scores(score, ld, qr, nr, k + (size_t)g * head_dim * k_stride, k_stride, n_keys,
+                       head_dim, scale);
+                for (int r = 0; r < nr; r++)
+                    inv[r] = (float)(1.0 / exp_sum(score + r * ld, n_keys));
+                attend(orow, score, ld, inv, nr, v + (size_t)g * head_dim, kv_dim, n_keys,
+                       head_dim);
             }
         }
     }

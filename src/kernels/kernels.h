@@ -58,13 +58,15 @@ typedef struct bt_ops {
                    const bt_scratch_t *s);
 
     /* Causal attention of n_tok queries at positions pos0.. over the cache
-     * rows 0 .. pos0 + n_tok - 1, which must already hold this batch's K, V.
-     * q, out: [n_tok, n_head * head_dim]; k, v: [n_ctx, n_head_kv * head_dim].
-     * Query head h reads kv head h / (n_head / n_head_kv). Scale
-     * 1/sqrt(head_dim), softmax in f32. */
+     * positions 0 .. pos0 + n_tok - 1, which must already hold this batch's
+     * K, V. q, out: [n_tok, n_head * head_dim]. k is stored transposed, one
+     * row per (kv head, dim) over positions: key j of kv head g, dim d is
+     * k[(g * head_dim + d) * k_stride + j]; v is [positions, n_head_kv *
+     * head_dim]. Query head h reads kv head h / (n_head / n_head_kv).
+     * Scale 1/sqrt(head_dim), softmax in f32. */
     void (*attention)(float *restrict out, const float *restrict q, const float *restrict k,
                       const float *restrict v, int n_tok, int pos0, int n_head, int n_head_kv,
-                      int head_dim, const bt_scratch_t *s);
+                      int head_dim, int k_stride, const bt_scratch_t *s);
 } bt_ops_t;
 
 extern const bt_ops_t bt_ops_ref;

@@ -29,7 +29,7 @@ static void ref_matmul(float *restrict out, const bt_matrix_t *w, const float *r
 
 static void ref_attention(float *restrict out, const float *restrict q, const float *restrict k,
                           const float *restrict v, int n_tok, int pos0, int n_head, int n_head_kv,
-                          int head_dim, const bt_scratch_t *s)
+                          int head_dim, int k_stride, const bt_scratch_t *s)
 {
     float *score = s->buf; /* [n_ctx] */
     const int group = n_head / n_head_kv;
@@ -41,11 +41,11 @@ static void ref_attention(float *restrict out, const float *restrict q, const fl
             const float *qh = q + ((size_t)t * n_head + h) * head_dim;
             const int kvh = h / group;
             float max = -INFINITY;
+            const float *kh = k + (size_t)kvh * head_dim * k_stride; /* [head_dim][k_stride] */
             for (int j = 0; j < n_keys; j++) {
-                const float *kj = k + (size_t)j * kv_dim + (size_t)kvh * head_dim;
                 float dot = 0.0f;
                 for (int d = 0; d < head_dim; d++)
-                    dot += qh[d] * kj[d];
+                    dot += qh[d] * kh[(size_t)d * k_stride + j];
                 score[j] = dot * scale;
                 max = fmaxf(max, score[j]);
             }
