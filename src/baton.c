@@ -40,6 +40,7 @@ typedef struct options {
     const char *dump_logits;
     const char *trace;
     int ref_kernels, verbose, help;
+    int mmap;            /* 1: map the weights (default); 0: read them into memory */
 } options_t;
 
 static void usage(FILE *f)
@@ -71,7 +72,9 @@ static void usage(FILE *f)
             "  -t, --threads N           OpenMP threads per rank (default: cores / ranks per node)\n"
             "      --dump-logits FILE    raw little-endian f32 rows of n_vocab per position\n"
             "      --trace FILE.json     Chrome trace of every rank's micro-batches (Perfetto)\n"
-            "      --ref-kernels         use the scalar reference kernels\n"
+            "      --kernels cpu|ref     fast kernels (default) or the scalar reference\n"
+            "      --mmap 0|1            1: map the weights from the file (default); 0: read\n"
+            "                            this rank's weights into memory (--no-mmap)\n"
             "  -v, --verbose             more logging\n"
             "  -h, --help                this text\n");
 }
@@ -79,6 +82,7 @@ static void usage(FILE *f)
 enum {
     OPT_TOKENS = 256, OPT_DUMP, OPT_REF, OPT_UB, OPT_PIPELINE, OPT_TS, OPT_TRACE, OPT_CHAT,
     OPT_SYS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_PENALTY, OPT_LASTN, OPT_IDS,
+    OPT_KERNELS, OPT_MMAP, OPT_NO_MMAP,
 };
 
 /* llama.cpp's multi-letter single-dash flags, rewritten for getopt_long. */
@@ -134,12 +138,16 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         {"dump-logits", required_argument, 0, OPT_DUMP},
         {"trace", required_argument, 0, OPT_TRACE},
         {"ref-kernels", no_argument, 0, OPT_REF},
+        {"kernels", required_argument, 0, OPT_KERNELS},
+        {"mmap", required_argument, 0, OPT_MMAP},
+        {"no-mmap", no_argument, 0, OPT_NO_MMAP},
         {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     *o = (options_t){.n_predict = -1, .batch = 2048, .ubatch = 512, .pipeline = 1,
-                     .threads = default_threads, .sampling = bt_sampler_defaults()};
+                     .threads = default_threads, .sampling = bt_sampler_defaults(),
+                     .mmap = 1};
     normalize_argv(argc, argv);
     opterr = 0;
     int c;
@@ -181,6 +189,15 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         case OPT_DUMP: o->dump_logits = optarg; break;
         case OPT_TRACE: o->trace = optarg; break;
         case OPT_REF: o->ref_kernels = 1; break;
+        case OPT_KERNELS:
+            if (strcmp(optarg, "ref") && strcmp(optarg, "cpu")) {
+                bt_log_error("--kernels: '%s' is not one of cpu, ref", optarg);
+                st = BT_ERR_ARG;
+            }
+            o->ref_kernels = strcmp(optarg, "ref") == 0;
+            break;
+        case OPT_MMAP: st = bt_parse_int("--mmap", optarg, 0, 1, &o->mmap); break;
+        case OPT_NO_MMAP: o->mmap = 0; break;
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; return BT_OK;
         case ':':
@@ -587,6 +604,7 @@ static int run(const options_t *o, MPI_Comm comm)
         .ops = o->ref_kernels ? &bt_ops_ref : &bt_ops_cpu,
         .all_logits = o->dump_logits != NULL,
         .trace_events = o->trace || o->verbose ? 1 << 16 : 0,
+        .no_mmap = !o->mmap,
     };
     if (cfg.n_ctx == 0) {
         /* the model's context, capped; known only after opening it */

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Upper bound for any dimension: keeps every size product in int64 range. */
 #define DIM_MAX (1 << 24)
@@ -283,10 +285,106 @@ bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed
     return BT_OK;
 }
 
+/* ---- placing the weights ---- */
+
+typedef struct weight_ref {
+    const void **data; /* the field that points at the tensor */
+    size_t bytes;
+} weight_ref_t;
+
+/* Every bound tensor once, as (field, bytes); returns the count (at most
+ * cap written). A tied head shares token_embd's field and is left out. */
+static int bound_weights(bt_model_t *m, weight_ref_t *w, int cap)
+{
+    int n = 0;
+#define MAT(x) do { if ((x).data && n < cap) w[n] = (weight_ref_t){&(x).data, (x).row_bytes * (size_t)(x).n_out}; n += (x).data != NULL; } while (0)
+#define VEC(p) do { if ((p) && n < cap) w[n] = (weight_ref_t){(const void **)&(p), sizeof(float) * (size_t)m->hp.n_embd}; n += (p) != NULL; } while (0)
+    MAT(m->tok_embd);
+    for (int i = 0; i < m->last - m->first; i++) {
+        bt_layer_t *l = &m->layers[i];
+        VEC(l->attn_norm);
+        MAT(l->wq);
+        MAT(l->wk);
+        MAT(l->wv);
+        MAT(l->wo);
+        VEC(l->ffn_norm);
+        MAT(l->w_gate);
+        MAT(l->w_up);
+        MAT(l->w_down);
+    }
+    VEC(m->out_norm);
+    if (!m->tied)
+        MAT(m->output);
+#undef MAT
+#undef VEC
+    return n;
+}
+
+/* The whole pages inside [p, p + bytes). */
+static void page_range(const void *p, size_t bytes, char **lo, size_t *len)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + bytes) & ~(page - 1);
+    *lo = (char *)a;
+    *len = b > a ? b - a : 0;
+}
+
+bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
+{
+    int n = bound_weights(m, NULL, 0);
+    weight_ref_t *w = malloc(sizeof *w * (size_t)(n ? n : 1));
+    if (w == NULL)
+        return BT_ERR_NOMEM;
+    bound_weights(m, w, n);
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += (w[i].bytes + 63) / 64 * 64;
+    if (use_mmap) {
+        for (int i = 0; i < n; i++) {
+            char *lo;
+            size_t len;
+            page_range(*w[i].data, w[i].bytes, &lo, &len);
+            if (len > 0)
+                madvise(lo, len, MADV_WILLNEED);
+        }
+        free(w);
+        return BT_OK;
+    }
+    const size_t huge = 2u << 20;
+    char *buf = aligned_alloc(huge, (total + huge - 1) / huge * huge);
+    if (buf == NULL) {
+        bt_log_error("model: %s: cannot allocate %zu bytes to read the weights into (--mmap 0)",
+                     m->gguf->path, total);
+        free(w);
+        return BT_ERR_NOMEM;
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(buf, (total + huge - 1) / huge * huge, MADV_HUGEPAGE);
+#endif
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const void *src = *w[i].data;
+        memcpy(buf + off, src, w[i].bytes);
+        *w[i].data = buf + off;
+        off += (w[i].bytes + 63) / 64 * 64;
+        char *lo;
+        size_t len;
+        page_range(src, w[i].bytes, &lo, &len);
+        if (len > 0) /* the file's pages are no longer ours to keep */
+            madvise(lo, len, MADV_DONTNEED);
+    }
+    if (m->tied && m->with_head)
+        m->output.data = m->tok_embd.data;
+    m->weights_copy = buf;
+    free(w);
+    return BT_OK;
+}
+
 void bt_model_free(bt_model_t *m)
 {
     if (m == NULL)
         return;
+    free(m->weights_copy);
     free(m->layers);
     bt_gguf_close(m->gguf);
     free(m);

@@ -57,6 +57,7 @@ typedef struct bt_model {
     bt_matrix_t output;      /* [n_vocab, n_embd]; with_head */
     bt_layer_t *layers;      /* last - first entries; layers[i] is layer first + i */
     uint64_t weight_bytes;   /* bytes of the tensors bound (each counted once) */
+    void *weights_copy;      /* bound weights read into memory (--mmap 0), else NULL */
     uint32_t file_type;      /* general.file_type, or the type of most weights */
 } bt_model_t;
 
@@ -67,6 +68,13 @@ bt_status_t bt_model_open(const char *path, bt_model_t **out);
 /* Binds layers [first, last) (last = -1 means n_layer) plus embeddings and
  * head as asked. Once per model. */
 bt_status_t bt_model_bind(bt_model_t *m, int first, int last, bool with_embed, bool with_head);
+
+/* How the bound weights are held. use_mmap: read from the file mapping,
+ * with the kernel asked to read them ahead (madvise WILLNEED). Otherwise:
+ * copied into one anonymous buffer (transparent huge pages where the kernel
+ * offers them) and the mapped pages dropped, so the weights no longer
+ * depend on the page cache. Call once after bt_model_bind. */
+bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap);
 
 /* bt_model_open + bt_model_bind. */
 bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed, bool with_head,

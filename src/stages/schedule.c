@@ -109,6 +109,8 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
         goto fail;
 
     st = bt_model_bind(p->model, p->bounds[p->rank], p->bounds[p->rank + 1], p->first, p->last);
+    if (st == BT_OK)
+        st = bt_model_place_weights(p->model, !cfg->no_mmap);
     if ((st = agree(p, st)))
         goto fail;
 

@@ -51,6 +51,7 @@ typedef struct bt_pipe_config {
     bool no_sampling;     /* benchmarks: the last stage returns token 0 round the ring
                            * instead of the greedy pick */
     int trace_events;     /* capacity of the per-rank trace (0: no trace) */
+    bool no_mmap;         /* read the bound weights into memory instead of mapping them */
 } bt_pipe_config_t;
 
 /* Called on the last stage with logits rows [n_rows, n_vocab] for the
