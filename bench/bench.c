@@ -7,7 +7,8 @@
  * KV cache until the last stage has the last position's logits (the token
  * it returns round the ring marks that); tgN as N single-token decode
  * steps from an empty cache; pgN,M both. Token ids are random from a fixed
- * seed; no tokenization or sampling is timed.
+ * seed; no tokenization or sampling is timed. `baton-bench --kernels`
+ * instead times the matmul kernels alone, on one rank (bench/kernels.h).
  */
 #include "config.h"
 
@@ -22,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels.h"
 #include "params.h"
 #include "report.h"
 #include "results_h5.h"
@@ -366,6 +368,11 @@ int main(int argc, char **argv)
         if (b.rank == 0)
             bt_bench_usage(stdout);
         rc = 0;
+    } else if (prm.kernels) { /* one process on every core: no pipeline, no other rank */
+        if (b.size > 1 && b.rank == 0)
+            bt_log_error("--kernels times one process; run it with one rank, not %d", b.size);
+        st = b.size > 1 ? BT_ERR_ARG : bt_bench_kernels(&prm, stdout);
+        rc = st == BT_OK ? 0 : st == BT_ERR_ARG ? 2 : 1;
     } else if (gather_provenance(&b, argc, argv) != BT_OK || prepare_outputs(&b) != BT_OK) {
         rc = 1;
     } else {

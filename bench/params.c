@@ -130,7 +130,16 @@ void bt_bench_usage(FILE *f)
             "      --hdf5 FILE           append every result with provenance to FILE\n"
             "      --trace-dir DIR       write a Chrome trace per test into DIR\n"
             "  -v, --verbose             per-repetition times and stage timings\n"
-            "  -h, --help                this text\n");
+            "  -h, --help                this text\n"
+            "Kernel benchmark (one rank, no model; -t, -r apply):\n"
+            "      --kernels             GEMM/GEMV speed of each weight type against the\n"
+            "                            machine's measured FMA peak and read bandwidth\n"
+            "      --kernel-types LIST   types to time, e.g. q4_0,q8_0 (default: all)\n"
+            "      --kernel-shapes LIST  model shapes (default smollm2-135m,llama-1b)\n"
+            "      --kernel-tokens LIST  prefill tokens for GEMM (default 64,128,512)\n"
+            "      --kernel-time SECONDS sampling time per measurement (default 0.1)\n"
+            "      --kernel-bw-mib N     read-bandwidth buffer (default 512)\n"
+            "      --ref-kernels         also time the scalar reference kernels\n");
 }
 
 static bt_status_t add_models(bt_bench_params_t *p, const char *s)
@@ -217,7 +226,8 @@ static bt_status_t parse_float_arg(const char *flag, const char *s, double *out)
 bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
                                   bt_bench_params_t *p)
 {
-    *p = (bt_bench_params_t){.reps = 5, .warmup = true, .output = "md"};
+    *p = (bt_bench_params_t){
+        .reps = 5, .warmup = true, .output = "md", .kernel_time = 0.1, .kernel_bw_mib = 512};
     bt_status_t st = BT_OK;
     bool lists_set[6] = {false};
     bt_int_list_t *lists[6] = {&p->n_prompt, &p->n_gen, &p->batch, &p->ubatch, &p->threads,
@@ -238,12 +248,20 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
         } else if (!strcmp(a, "--no-warmup")) {
             p->warmup = false;
             takes_value = false;
+        } else if (!strcmp(a, "--kernels")) {
+            p->kernels = true;
+            takes_value = false;
+        } else if (!strcmp(a, "--ref-kernels")) {
+            p->ref_kernels = true;
+            takes_value = false;
         } else if (val == NULL && a[0] == '-') {
             bool known = false;
             static const char *const with_value[] = {
                 "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-b", "--batch-size",
                 "-ub", "--ubatch-size", "-t", "--threads", "-ts", "--tensor-split", "--pipeline",
-                "-r", "--repetitions", "--delay", "-o", "--output", "--hdf5", "--trace-dir"};
+                "-r", "--repetitions", "--delay", "-o", "--output", "--hdf5", "--trace-dir",
+                "--kernel-types", "--kernel-shapes", "--kernel-tokens", "--kernel-time",
+                "--kernel-bw-mib"};
             for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
                 known = known || !strcmp(a, with_value[k]);
             bt_log_error(known ? "option '%s' needs a value" : "unknown option '%s'", a);
@@ -288,6 +306,16 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             p->hdf5 = val;
         } else if (!strcmp(a, "--trace-dir")) {
             p->trace_dir = val;
+        } else if (!strcmp(a, "--kernel-types")) {
+            p->kernel_types = val;
+        } else if (!strcmp(a, "--kernel-shapes")) {
+            p->kernel_shapes = val;
+        } else if (!strcmp(a, "--kernel-tokens")) {
+            st = bt_parse_list(a, val, 1, 1 << 16, &p->kernel_tokens);
+        } else if (!strcmp(a, "--kernel-time")) {
+            st = parse_float_arg(a, val, &p->kernel_time);
+        } else if (!strcmp(a, "--kernel-bw-mib")) {
+            st = bt_parse_int(a, val, 1, 1 << 20, &p->kernel_bw_mib);
         } else {
             bt_log_error(a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
             st = BT_ERR_ARG;
@@ -301,8 +329,11 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
     }
     /* defaults for the lists not given (llama-bench's) */
     static const char *const defaults[6] = {"512", "128", "2048", "512", NULL, "1"};
-    char threads[16];
-    snprintf(threads, sizeof threads, "%d", default_threads);
+    char threads[32];
+    if (p->kernels && default_threads > 1) /* the kernels: one thread and all */
+        snprintf(threads, sizeof threads, "1,%d", default_threads);
+    else
+        snprintf(threads, sizeof threads, "%d", default_threads);
     for (int li = 0; li < 6 && st == BT_OK; li++)
         if (!lists_set[li])
             st = bt_parse_list("default", li == 4 ? threads : defaults[li], 0, 1 << 24,
@@ -312,7 +343,9 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
         p->n_splits = p->splits ? 1 : 0;
         st = p->splits ? BT_OK : BT_ERR_NOMEM;
     }
-    if (st == BT_OK && p->n_models == 0) {
+    if (st == BT_OK && p->kernel_tokens.n == 0)
+        st = bt_parse_list("default", "64,128,512", 1, 1 << 16, &p->kernel_tokens);
+    if (st == BT_OK && p->n_models == 0 && !p->kernels) {
         bt_log_error("no model given (-m FILE)");
         st = BT_ERR_ARG;
     }
@@ -328,6 +361,7 @@ void bt_bench_params_free(bt_bench_params_t *p)
                                &p->pipeline};
     for (int i = 0; i < 6; i++)
         bt_int_list_free(lists[i]);
+    bt_int_list_free(&p->kernel_tokens);
     free(p->pg);
     for (int i = 0; i < p->n_splits; i++)
         free(p->splits[i].ratios);

@@ -51,6 +51,14 @@ typedef struct bt_bench_params {
     const char *trace_dir;
     int verbose;
     int help;
+    /* --kernels: time the matmul kernels alone (bench/kernels.c) */
+    bool kernels;
+    bool ref_kernels;          /* also time bt_ops_ref */
+    const char *kernel_types;  /* comma-separated type names; NULL: every supported type */
+    const char *kernel_shapes; /* comma-separated shape names; NULL: smollm2-135m,llama-1b */
+    bt_int_list_t kernel_tokens; /* prefill token counts (default 64,128,512) */
+    double kernel_time;        /* seconds of samples per measurement */
+    int kernel_bw_mib;         /* read-bandwidth buffer */
 } bt_bench_params_t;
 
 /* One test of the cartesian product. */
@@ -63,7 +71,8 @@ typedef struct bt_bench_test {
 } bt_bench_test_t;
 
 /* Parses argv (every rank parses alike). default_threads fills -t when it
- * is not given. Logs one message and returns BT_ERR_ARG on a bad flag. */
+ * is not given (with --kernels: 1 and default_threads). Logs one message
+ * and returns BT_ERR_ARG on a bad flag. */
 bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
                                   bt_bench_params_t *p);
 void bt_bench_params_free(bt_bench_params_t *p);

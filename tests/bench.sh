@@ -46,6 +46,44 @@ fails "not an HDF5 file" "text.h5 exists but is not an HDF5 file" "$b" -m "$m" -
     --hdf5 "$tmp/text.h5"
 fails "unwritable HDF5 path" "nodir/r.h5" "$b" -m "$m" -p 8 -n 0 -r 1 --hdf5 "$tmp/nodir/r.h5"
 
+# ---- the kernel benchmark: report format, restriction flags, bad names ----
+if timeout 120 "$b" --kernels --kernel-shapes tiny --kernel-types q8_0,q4_k -t 1,2 -r 1 \
+    --kernel-tokens 4 --kernel-time 0 --kernel-bw-mib 16 >"$tmp/k.md" 2>"$tmp/err"; then
+    ok "--kernels runs"
+else
+    bad "--kernels"; cat "$tmp/err"
+fi
+if python3 - "$tmp/k.md" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+num = r"[0-9]+\.[0-9]"
+assert re.search(rf"^FMA peak: {num} GFLOP/s \(1 thread\), {num} \(2 threads\); "
+                 rf"read bandwidth: {num} GB/s \(1 thread\), {num} GB/s \(2 threads\)$",
+                 text, re.M), "peak line"
+head = ("| kernel | type | shape | tokens | threads | GFLOP/s | GB/s | % FMA peak | % read BW |")
+assert head in text, "table header"
+rows = [l.split("|")[1:-1] for l in text.splitlines() if l.startswith("| gemv") or
+        l.startswith("| gemm")]
+# q8_0: 5 GEMV matrices (with the head) and 4 GEMM matrices x 1 token count, x 2 thread counts
+assert len(rows) == 18, len(rows)
+for r in rows:
+    r = [c.strip() for c in r]
+    assert len(r) == 11 and r[1] == "q8_0", r
+    assert r[3] == ("1" if r[0] == "gemv" else "4") and r[4] in ("1", "2"), r
+    assert all(float(r[i]) > 0 for i in (5, 6, 7, 8)), r
+    assert re.fullmatch(r"[0-9.]+-[0-9.]+", r[9]) and r[10] == "1", r
+assert "tiny output 64->256" in text and "tiny ffn_down 160->64" in text
+assert len(re.findall(r"^\| - \| q4_k \| tiny n_in (64|160) .*skipped", text, re.M)) == 2
+PY
+then ok "--kernels report: peaks, header, one row per matrix, tokens and threads"
+else bad "--kernels report"; cat "$tmp/k.md"; fi
+fails "--kernels unknown type" "--kernel-types: 'q3_x' is not a type" "$b" --kernels \
+    --kernel-types q3_x
+fails "--kernels unknown shape" "unknown shape 'huge'" "$b" --kernels --kernel-shapes huge
+fails "--kernels with -o json" "markdown table only" "$b" --kernels -o json
+fails "--kernels on 2 ranks" "run it with one rank" "$launcher" -np 2 "${mpi_flags[@]}" "$b" \
+    --kernels --kernel-shapes tiny
+
 # ---- results: 1 rank, then 2 ranks appended ----
 h5="$tmp/r.h5"
 if mpi 1 "$b" -m "$m" -p 32 -n 8 -r 2 -t 1 --hdf5 "$h5" >"$tmp/md1" 2>"$tmp/err"; then

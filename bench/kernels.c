@@ -1,0 +1,768 @@
+/*
+ * kernels.c: baton-bench --kernels (see kernels.h).
+ *
+ * Order of a run: parse the type and shape lists; measure the machine (FMA
+ * peak, read bandwidth) for every thread count; then per shape and type
+ * build the weight pools, time GEMV and GEMM for every matrix and thread
+ * count, print a row each; free.
+ *
+ * A measurement: one warm-up call (excluded, and timed to size the rest),
+ * then `n` samples of `inner` calls each. When -r samples of one call fit
+ * the time budget (--kernel-time), n = -r and inner grows so that the -r
+ * samples fill the budget (quick kernels are not timer-bound); otherwise
+ * inner = 1 and n = budget / call time, clamped to [min(3, -r), -r], so a
+ * 0.5 s GEMM costs 4 calls (warm-up and 3 samples), not 6, and the default
+ * run of every type and both shapes stays near 2-3 minutes on 2 cores.
+ * Rows report the median sample and the min-max; the machine peaks report
+ * the best of their passes (a ceiling).
+ */
+#include "config.h"
+
+#include "build_commit.h"
+
+#include "kernels.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/kernels.h"
+#include "synth.h"
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+/* ---- SIMD for the machine measurements ---- */
+
+#if defined(__AVX512F__)
+#define KB_ISA "AVX-512"
+#define KB_VL 16
+typedef __m512 kb_vec;
+static inline kb_vec kb_set1(float a) { return _mm512_set1_ps(a); }
+static inline kb_vec kb_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline kb_vec kb_add(kb_vec a, kb_vec b) { return _mm512_add_ps(a, b); }
+static inline kb_vec kb_fma(kb_vec a, kb_vec b, kb_vec c) { return _mm512_fmadd_ps(a, b, c); }
+static inline float kb_hsum(kb_vec a) { return _mm512_reduce_add_ps(a); }
+#elif defined(__AVX2__) && defined(__FMA__)
+#define KB_ISA "AVX2+FMA"
+#define KB_VL 8
+typedef __m256 kb_vec;
+static inline kb_vec kb_set1(float a) { return _mm256_set1_ps(a); }
+static inline kb_vec kb_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline kb_vec kb_add(kb_vec a, kb_vec b) { return _mm256_add_ps(a, b); }
+static inline kb_vec kb_fma(kb_vec a, kb_vec b, kb_vec c) { return _mm256_fmadd_ps(a, b, c); }
+static inline float kb_hsum(kb_vec a)
+{
+    float v[8];
+    _mm256_storeu_ps(v, a);
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+#else
+#define KB_ISA "scalar"
+#define KB_VL 1
+typedef float kb_vec;
+static inline kb_vec kb_set1(float a) { return a; }
+static inline kb_vec kb_load(const float *p) { return *p; }
+static inline kb_vec kb_add(kb_vec a, kb_vec b) { return a + b; }
+static inline kb_vec kb_fma(kb_vec a, kb_vec b, kb_vec c) { return a * b + c; }
+static inline float kb_hsum(kb_vec a) { return a; }
+#endif
+
+/* Independent FMA chains: enough to cover latency x issue width (4 x 2 on
+ * current x86 cores) with room to spare; 12 + 2 constants fit in 16
+ * registers. */
+#define KB_N_ACC 12
+
+/* iters x KB_N_ACC dependent-free FMAs; acc -> acc * 0.999 + 0.001 stays
+ * near 1 (no overflow, no denormals). The result keeps the loop alive. */
+static float fma_loop(int64_t iters)
+{
+    const kb_vec b = kb_set1(0.999f), c = kb_set1(0.001f);
+    kb_vec a0 = kb_set1(0.0f), a1 = kb_set1(0.1f), a2 = kb_set1(0.2f), a3 = kb_set1(0.3f);
+    kb_vec a4 = kb_set1(0.4f), a5 = kb_set1(0.5f), a6 = kb_set1(0.6f), a7 = kb_set1(0.7f);
+    kb_vec a8 = kb_set1(0.8f), a9 = kb_set1(0.9f), a10 = kb_set1(1.0f), a11 = kb_set1(1.1f);
+    for (int64_t i = 0; i < iters; i++) {
+        a0 = kb_fma(a0, b, c), a1 = kb_fma(a1, b, c), a2 = kb_fma(a2, b, c);
+        a3 = kb_fma(a3, b, c), a4 = kb_fma(a4, b, c), a5 = kb_fma(a5, b, c);
+        a6 = kb_fma(a6, b, c), a7 = kb_fma(a7, b, c), a8 = kb_fma(a8, b, c);
+        a9 = kb_fma(a9, b, c), a10 = kb_fma(a10, b, c), a11 = kb_fma(a11, b, c);
+    }
+    kb_vec s = kb_add(kb_add(kb_add(a0, a1), kb_add(a2, a3)), kb_add(kb_add(a4, a5), kb_add(a6, a7)));
+    return kb_hsum(kb_add(s, kb_add(kb_add(a8, a9), kb_add(a10, a11))));
+}
+
+/* Sum of p[0 .. n) with SIMD loads and 4 independent accumulators. */
+static float sum_loop(const float *restrict p, size_t n)
+{
+    kb_vec a0 = kb_set1(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 4 * KB_VL <= n; i += 4 * KB_VL) {
+        a0 = kb_add(a0, kb_load(p + i));
+        a1 = kb_add(a1, kb_load(p + i + KB_VL));
+        a2 = kb_add(a2, kb_load(p + i + 2 * KB_VL));
+        a3 = kb_add(a3, kb_load(p + i + 3 * KB_VL));
+    }
+    float s = kb_hsum(kb_add(kb_add(a0, a1), kb_add(a2, a3)));
+    for (; i < n; i++)
+        s += p[i];
+    return s;
+}
+
+static volatile float kb_sink; /* keeps measured loops from being optimized away */
+
+/* GFLOP/s of fma_loop on n_threads threads: best of 3 passes of ~target s. */
+static double measure_fma(int n_threads, double target)
+{
+    int64_t iters = 1 << 12;
+    double t;
+    for (;;) { /* size a pass on one thread */
+        double t0 = bt_now();
+        kb_sink += fma_loop(iters);
+        t = bt_now() - t0;
+        if (t >= 0.01)
+            break;
+        iters *= 4;
+    }
+    iters = (int64_t)((double)iters * target / t) + 1;
+    double best = 0.0;
+    for (int pass = 0; pass < 3; pass++) {
+        int team = 1;
+        float total = 0.0f;
+        double t0 = bt_now();
+#pragma omp parallel num_threads(n_threads) reduction(+ : total)
+        {
+            total += fma_loop(iters);
+            if (omp_get_thread_num() == 0)
+                team = omp_get_num_threads();
+        }
+        t = bt_now() - t0;
+        kb_sink += total;
+        double gflops = 2.0 * KB_N_ACC * KB_VL * (double)iters * team / t * 1e-9;
+        best = gflops > best ? gflops : best;
+    }
+    return best;
+}
+
+/* GB/s of summing buf[0 .. n) on n_threads threads (static chunks): best of
+ * at least 3 passes and ~target s. */
+static double measure_read(const float *buf, size_t n, int n_threads, double target)
+{
+    double best = 0.0, spent = 0.0;
+    for (int pass = 0; pass < 3 || (spent < target && pass < 100); pass++) {
+        float total = 0.0f;
+        double t0 = bt_now();
+#pragma omp parallel num_threads(n_threads) reduction(+ : total)
+        {
+            const size_t nt = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
+            const size_t chunk = (n / nt + 63) & ~(size_t)63; /* whole cache lines */
+            const size_t lo = me * chunk < n ? me * chunk : n;
+            const size_t hi = lo + chunk < n ? lo + chunk : n;
+            total += sum_loop(buf + lo, hi - lo);
+        }
+        double t = bt_now() - t0;
+        spent += t;
+        kb_sink += total;
+        double gbs = (double)n * sizeof(float) / t * 1e-9;
+        best = gbs > best ? gbs : best;
+    }
+    return best;
+}
+
+/* ---- what to time ---- */
+
+typedef struct kb_peaks {
+    int threads;
+    double fma_gflops, read_gbs;
+} kb_peaks_t;
+
+/* One weight matrix of a layer (or the head). */
+typedef struct kb_mat {
+    const char *name;
+    int64_t n_in, n_out;
+    bool gemm; /* also timed at prefill token counts (not the head) */
+} kb_mat_t;
+
+#define KB_N_MATS 5
+
+static void shape_mats(const bt_synth_shape_t *s, kb_mat_t m[KB_N_MATS])
+{
+    const int64_t kv_dim = (int64_t)s->n_head_kv * (s->n_embd / s->n_head);
+    m[0] = (kb_mat_t){"attn_q", s->n_embd, s->n_embd, true};
+    m[1] = (kb_mat_t){"attn_k/v", s->n_embd, kv_dim, true};
+    m[2] = (kb_mat_t){"ffn_gate/up", s->n_embd, s->n_ff, true};
+    m[3] = (kb_mat_t){"ffn_down", s->n_ff, s->n_embd, true};
+    m[4] = (kb_mat_t){"output", s->n_embd, s->n_vocab, false};
+}
+
+/* Rows of one type and width: a few random rows, quantized with
+ * from_float, repeated to fill at least max(n_rows_min, bytes_min). A
+ * matrix of n_out rows is a window of the pool; consecutive calls take
+ * consecutive windows, so with a pool well beyond the L3 size each call
+ * reads its weights from memory. (Repeated rows cost the kernels exactly
+ * what distinct ones do and save quantizing gigabytes per type.) The
+ * memory is the run's, allocated once for the largest pair of pools. */
+typedef struct kb_pool {
+    uint8_t *data;
+    uint64_t row_bytes;
+    int64_t n_rows;
+} kb_pool_t;
+
+#define KB_POOL_DISTINCT_ROWS 64
+
+static uint64_t kb_rand(uint64_t *s) /* splitmix64 */
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-a, a). */
+static void fill_random(float *x, size_t n, float a, uint64_t *seed)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = a * ((float)(kb_rand(seed) >> 40) * (2.0f / (float)(1 << 24)) - 1.0f);
+}
+
+/* The geometry of a pool (data NULL); false when n_in is not a multiple of
+ * the type's block size. */
+static bool pool_size(uint32_t type, int64_t n_in, int64_t n_rows_min, uint64_t bytes_min,
+                      kb_pool_t *p)
+{
+    uint64_t rb;
+    if (bt_type_row_bytes(type, (uint64_t)n_in, &rb) != 0)
+        return false;
+    int64_t rows = (int64_t)((bytes_min + rb - 1) / rb);
+    *p = (kb_pool_t){NULL, rb, rows > n_rows_min ? rows : n_rows_min};
+    return true;
+}
+
+/* Fills p (sized by pool_size) at mem; row: room for n_in floats. */
+static void pool_fill(kb_pool_t *p, uint8_t *mem, uint32_t type, int64_t n_in, float *row)
+{
+    const bt_type_info_t *ti = bt_type_info(type);
+    const size_t rb = (size_t)p->row_bytes;
+    uint64_t seed = 0x6b65726e656c73ull ^ ((uint64_t)type << 32) ^ (uint64_t)n_in;
+    const int64_t distinct = p->n_rows < KB_POOL_DISTINCT_ROWS ? p->n_rows : KB_POOL_DISTINCT_ROWS;
+    for (int64_t r = 0; r < distinct; r++) { /* variance 1/n_in, as synth.c's matrices */
+        fill_random(row, (size_t)n_in, 1.7320508f / sqrtf((float)n_in), &seed);
+        ti->from_float(mem + (size_t)r * rb, row, n_in);
+    }
+    for (int64_t r = distinct; r < p->n_rows; r += distinct) {
+        const int64_t k = p->n_rows - r < distinct ? p->n_rows - r : distinct;
+        memcpy(mem + (size_t)r * rb, mem, (size_t)k * rb);
+    }
+    p->data = mem;
+}
+
+/* The two pools of a shape and type: [0] n_in = n_embd (every matrix but
+ * ffn_down), [1] n_in = n_ff; have[w] false when the type cannot hold the
+ * width. Returns the bytes the pools take. */
+static uint64_t shape_pools(const bt_synth_shape_t *s, const kb_mat_t m[], int n_mats,
+                            uint32_t type, uint64_t cold, kb_pool_t pools[2], bool have[2])
+{
+    uint64_t bytes = 0;
+    for (int w = 0; w < 2; w++) {
+        const int64_t n_in = w == 0 ? s->n_embd : s->n_ff;
+        int64_t rows = 0;
+        for (int i = 0; i < n_mats; i++)
+            if (m[i].n_in == n_in && m[i].n_out > rows)
+                rows = m[i].n_out;
+        have[w] = pool_size(type, n_in, rows, cold, &pools[w]);
+        bytes += have[w] ? (uint64_t)pools[w].n_rows * pools[w].row_bytes : 0;
+    }
+    return bytes;
+}
+
+/* One timed kernel call pattern. */
+typedef struct kb_job {
+    const bt_ops_t *ops;
+    const kb_pool_t *pool;
+    bt_matrix_t w;     /* data set per call */
+    int64_t n_windows; /* disjoint windows of n_out rows in the pool */
+    int64_t next;      /* window of the next call */
+    float *out;        /* [n_tok, n_out] */
+    const float *x;    /* [n_tok, n_in] */
+    int n_tok;
+    const bt_scratch_t *scratch;
+} kb_job_t;
+
+static void job_call(kb_job_t *j)
+{
+    j->w.data = j->pool->data + (size_t)(j->next % j->n_windows) * (size_t)j->w.n_out *
+                                    j->pool->row_bytes;
+    j->next++;
+    j->ops->matmul(j->out, &j->w, j->x, j->n_tok, j->scratch);
+}
+
+typedef struct kb_stats {
+    double med, min, max; /* seconds per call */
+    int n;                /* samples */
+} kb_stats_t;
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* samples: room for reps values. See the top of the file for the rule. */
+static void job_time(kb_job_t *j, int reps, double budget, double *samples, kb_stats_t *st)
+{
+    double t0 = bt_now();
+    job_call(j); /* warm-up */
+    const double tw = bt_now() - t0;
+    int64_t inner = 1;
+    int n = reps;
+    if (tw * reps <= budget) {
+        double k = tw > 0.0 ? budget / reps / tw : 1e6;
+        inner = k > 1e6 ? 1000000 : k < 1.0 ? 1 : (int64_t)k;
+    } else {
+        const int min_n = reps < 3 ? reps : 3;
+        n = (int)(budget / tw);
+        n = n < min_n ? min_n : n > reps ? reps : n;
+    }
+    for (int s = 0; s < n; s++) {
+        t0 = bt_now();
+        for (int64_t i = 0; i < inner; i++)
+            job_call(j);
+        samples[s] = (bt_now() - t0) / (double)inner;
+    }
+    qsort(samples, (size_t)n, sizeof *samples, cmp_double);
+    st->n = n;
+    st->min = samples[0];
+    st->max = samples[n - 1];
+    st->med = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+}
+
+/* ---- the run ---- */
+
+/* Types in the order of the issue (float, then 8-bit down to K-quants),
+ * then any other supported type. */
+static int default_types(uint32_t *types)
+{
+    static const uint32_t order[] = {BT_TYPE_F32,  BT_TYPE_F16,  BT_TYPE_BF16, BT_TYPE_Q8_0,
+                                     BT_TYPE_Q4_0, BT_TYPE_Q4_1, BT_TYPE_Q5_0, BT_TYPE_Q5_1,
+                                     BT_TYPE_Q4_K, BT_TYPE_Q5_K, BT_TYPE_Q6_K};
+    int n = 0;
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        if (bt_type_supported(order[i]))
+            types[n++] = order[i];
+    for (uint32_t t = 0; t < BT_TYPE_COUNT; t++) {
+        bool seen = false;
+        for (int i = 0; i < n; i++)
+            seen = seen || types[i] == t;
+        if (!seen && bt_type_supported(t))
+            types[n++] = t;
+    }
+    return n;
+}
+
+static bt_status_t parse_types(const char *s, uint32_t *types, int *n)
+{
+    if (s == NULL) {
+        *n = default_types(types);
+        return BT_OK;
+    }
+    char *copy = strdup(s), *save = NULL;
+    if (copy == NULL)
+        return BT_ERR_NOMEM;
+    bt_status_t st = BT_OK;
+    int k = 0;
+    for (char *item = strtok_r(copy, ",", &save); item && st == BT_OK;
+         item = strtok_r(NULL, ",", &save)) {
+        int t = bt_type_from_name(item);
+        if (t < 0 || !bt_type_supported((uint32_t)t)) {
+            bt_log_error("--kernel-types: '%s' is not a type baton computes with (%s)", item,
+                         bt_type_supported_names());
+            st = BT_ERR_ARG;
+        } else if (k < BT_TYPE_COUNT) {
+            types[k++] = (uint32_t)t;
+        }
+    }
+    free(copy);
+    if (st == BT_OK && k == 0) {
+        bt_log_error("--kernel-types: '%s' names no type", s);
+        st = BT_ERR_ARG;
+    }
+    *n = k;
+    return st;
+}
+
+#define KB_MAX_SHAPES 8
+
+static bt_status_t parse_shapes(const char *s, bt_synth_shape_t *shapes, int *n)
+{
+    char *copy = strdup(s ? s : "smollm2-135m,llama-1b"), *save = NULL;
+    if (copy == NULL)
+        return BT_ERR_NOMEM;
+    bt_status_t st = BT_OK;
+    int k = 0;
+    for (char *item = strtok_r(copy, ",", &save); item && st == BT_OK;
+         item = strtok_r(NULL, ",", &save)) {
+        if (k == KB_MAX_SHAPES) {
+            bt_log_error("--kernel-shapes: more than %d shapes", KB_MAX_SHAPES);
+            st = BT_ERR_ARG;
+        } else if (bt_synth_shape(item, &shapes[k]) != BT_OK) {
+            st = BT_ERR_ARG; /* logged, with the known names */
+        } else {
+            k++;
+        }
+    }
+    free(copy);
+    if (st == BT_OK && k == 0) {
+        bt_log_error("--kernel-shapes: '%s' names no shape", s);
+        st = BT_ERR_ARG;
+    }
+    *n = k;
+    return st;
+}
+
+static void cpu_name(char *buf, size_t n)
+{
+    snprintf(buf, n, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f == NULL)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':') != NULL) {
+            const char *v = strchr(line, ':') + 1;
+            v += *v == ' ';
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(buf, n, "%s", v);
+            break;
+        }
+    fclose(f);
+}
+
+/* Bytes of the L3 a core of this process sees: sysfs (per cache domain),
+ * else sysconf (which on some virtual machines reports the whole host's). */
+static uint64_t l3_bytes(void)
+{
+    for (int i = 0; i < 8; i++) {
+        char path[96], buf[32];
+        int level = 0;
+        unsigned long kib = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            break;
+        bool ok = fscanf(f, "%d", &level) == 1;
+        fclose(f);
+        if (!ok || level != 3)
+            continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if ((f = fopen(path, "r")) == NULL)
+            break;
+        ok = fgets(buf, sizeof buf, f) != NULL && sscanf(buf, "%luK", &kib) == 1;
+        fclose(f);
+        if (ok && kib > 0)
+            return (uint64_t)kib << 10;
+    }
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return l3 > 0 ? (uint64_t)l3 : 32ull << 20;
+}
+
+/* Bytes a pool must exceed so that cycling through it evicts the L3. */
+static uint64_t cold_bytes(void)
+{
+    uint64_t b = 4 * l3_bytes();
+    return b > (64ull << 20) ? b : 64ull << 20;
+}
+
+/* One line of the table: a timed kernel, or (kernel NULL) a width the
+ * type cannot hold. */
+typedef struct kb_row {
+    const char *kernel; /* "gemv", "gemm", "gemv ref", "gemm ref" */
+    uint32_t type;
+    const char *shape, *mat;
+    int64_t n_in, n_out;
+    int n_tok, threads;
+    double bytes; /* weight bytes one call reads */
+    kb_stats_t st;
+} kb_row_t;
+
+typedef struct kb_run {
+    const bt_bench_params_t *p;
+    kb_peaks_t *peaks; /* [n_peaks]: the -t counts, and 1 for the reference */
+    int n_peaks;
+    float *x, *y;      /* [max_tok, max_n_in], [max_tok, max_n_out] */
+    float *row;        /* [max_n_in]: a pool row before quantization */
+    uint8_t *pool_mem; /* room for the largest pair of pools of any shape and type */
+    float *scratch_buf;
+    size_t scratch_per_thread;
+    double *samples; /* [reps] */
+    kb_row_t *rows;  /* [max_rows] */
+    int n_rows, max_rows;
+    double load[2]; /* 1-minute load average before and after (-1: unknown) */
+} kb_run_t;
+
+static void time_row(kb_run_t *r, const bt_ops_t *ops, const char *kernel, uint32_t type,
+                     const char *shape, const kb_mat_t *m, const kb_pool_t *pool, int n_tok,
+                     int threads)
+{
+    const bt_scratch_t scratch = {r->scratch_buf, r->scratch_per_thread, threads};
+    kb_job_t j = {
+        .ops = ops,
+        .pool = pool,
+        .w = {NULL, type, m->n_in, m->n_out, pool->row_bytes},
+        .n_windows = pool->n_rows / m->n_out,
+        .out = r->y,
+        .x = r->x,
+        .n_tok = n_tok,
+        .scratch = &scratch,
+    };
+    kb_row_t *row = &r->rows[r->n_rows++];
+    *row = (kb_row_t){.kernel = kernel, .type = type, .shape = shape, .mat = m->name,
+                      .n_in = m->n_in, .n_out = m->n_out, .n_tok = n_tok, .threads = threads,
+                      .bytes = (double)m->n_out * (double)pool->row_bytes};
+    job_time(&j, r->p->reps, r->p->kernel_time, r->samples, &row->st);
+}
+
+/* Every row of one shape and type. */
+static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
+                      const bt_ops_t *const *ops, int n_ops, uint64_t cold)
+{
+    const bt_bench_params_t *p = r->p;
+    kb_mat_t m[KB_N_MATS];
+    shape_mats(s, m);
+    kb_pool_t pools[2];
+    bool have[2];
+    shape_pools(s, m, KB_N_MATS, type, cold, pools, have);
+    uint8_t *mem = r->pool_mem;
+    for (int w = 0; w < 2; w++) {
+        const int64_t n_in = w == 0 ? s->n_embd : s->n_ff;
+        if (have[w]) {
+            pool_fill(&pools[w], mem, type, n_in, r->row);
+            mem += (size_t)pools[w].n_rows * pools[w].row_bytes;
+        } else {
+            r->rows[r->n_rows++] = (kb_row_t){.type = type, .shape = s->name, .n_in = n_in};
+        }
+    }
+    for (int o = 0; o < n_ops; o++) {
+        const bool ref = ops[o] == &bt_ops_ref; /* one thread, whatever -t says */
+        const int n_threads = ref ? 1 : p->threads.n;
+        for (int gemm = 0; gemm < 2; gemm++) {
+            const char *kernel = ref ? (gemm ? "gemm ref" : "gemv ref") : gemm ? "gemm" : "gemv";
+            for (int i = 0; i < KB_N_MATS; i++) {
+                const int w = m[i].n_in == s->n_embd ? 0 : 1;
+                if (!have[w] || (gemm && !m[i].gemm))
+                    continue;
+                const int n_tok_list = gemm ? p->kernel_tokens.n : 1;
+                for (int k = 0; k < n_tok_list; k++)
+                    for (int t = 0; t < n_threads; t++)
+                        time_row(r, ops[o], kernel, type, s->name, &m[i], &pools[w],
+                                 gemm ? p->kernel_tokens.v[k] : 1, ref ? 1 : p->threads.v[t]);
+            }
+        }
+    }
+}
+
+/* Raises peaks[0 .. n_peaks) (threads set) to what the machine shows now:
+ * a ceiling, so a pass slowed by another process never lowers it. */
+static bt_status_t measure_machine(const bt_bench_params_t *p, kb_peaks_t *peaks, int n_peaks)
+{
+    int max_threads = 1;
+    for (int i = 0; i < n_peaks; i++)
+        max_threads = peaks[i].threads > max_threads ? peaks[i].threads : max_threads;
+    const size_t n = (size_t)p->kernel_bw_mib << 18; /* floats */
+    float *buf = malloc(n * sizeof(float));
+    if (buf == NULL) {
+        bt_log_error("kernels: cannot allocate the %d MiB read-bandwidth buffer",
+                     p->kernel_bw_mib);
+        return BT_ERR_NOMEM;
+    }
+#pragma omp parallel for schedule(static) num_threads(max_threads)
+    for (size_t i = 0; i < n; i++) /* first touch where the threads run */
+        buf[i] = 1.0f;
+    for (int i = 0; i < n_peaks; i++) {
+        const double fma = measure_fma(peaks[i].threads, 0.1);
+        const double read = measure_read(buf, n, peaks[i].threads, 0.2);
+        peaks[i].fma_gflops = fma > peaks[i].fma_gflops ? fma : peaks[i].fma_gflops;
+        peaks[i].read_gbs = read > peaks[i].read_gbs ? read : peaks[i].read_gbs;
+    }
+    free(buf);
+    return BT_OK;
+}
+
+static const kb_peaks_t *peaks_for(const kb_run_t *r, int threads)
+{
+    for (int i = 0; i < r->n_peaks; i++)
+        if (r->peaks[i].threads == threads)
+            return &r->peaks[i];
+    return &r->peaks[0]; /* not reached: every timed count has its peaks */
+}
+
+static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int n_shapes,
+                         uint64_t cold, FILE *f)
+{
+    const bt_bench_params_t *p = r->p;
+    char cpu[256];
+    cpu_name(cpu, sizeof cpu);
+    fprintf(f, "## baton-bench --kernels (build %s)\n\n", BT_BUILD_COMMIT);
+    fprintf(f, "CPU: %s, %d cores; peak loops: %s; load average %.2f before, %.2f after "
+               "(other processes on these cores slow the multi-thread rows most)\n\n",
+            cpu, omp_get_num_procs(), KB_ISA, r->load[0], r->load[1]);
+    fprintf(f, "FMA peak: ");
+    for (int i = 0; i < r->n_peaks; i++)
+        fprintf(f, "%s%.1f%s (%d thread%s)", i ? ", " : "", r->peaks[i].fma_gflops,
+                i ? "" : " GFLOP/s", r->peaks[i].threads, r->peaks[i].threads > 1 ? "s" : "");
+    fprintf(f, "; read bandwidth: ");
+    for (int i = 0; i < r->n_peaks; i++)
+        fprintf(f, "%s%.1f GB/s (%d thread%s)", i ? ", " : "", r->peaks[i].read_gbs,
+                r->peaks[i].threads, r->peaks[i].threads > 1 ? "s" : "");
+    fprintf(f, "\n\n");
+    fprintf(f, "Peaks: best pass, measured before and after the kernels (FMA: %d independent "
+               "%d-float chains per thread; read: SIMD sum over %d MiB). ",
+            KB_N_ACC, KB_VL, p->kernel_bw_mib);
+    fprintf(f, "Kernels: the ops table's matmul, median of the samples after one warm-up call "
+               "(-r %d, --kernel-time %g s); weights cycle through a pool of at least %.0f MiB, "
+               "so they come from memory. ",
+            p->reps, p->kernel_time, (double)cold / (1 << 20));
+    fprintf(f, "GFLOP/s = 2 tokens n_in n_out / time, GB/s = weight bytes / time; %% FMA peak "
+               "and %% read BW against the peak of the same thread count (GEMM: FLOP/s, GEMV: "
+               "GB/s matter). The matmul runs products under 2^21 multiply-adds on one thread. "
+               "Shapes: ");
+    for (int i = 0; i < n_shapes; i++)
+        fprintf(f, "%s%s", i ? ", " : "", shapes[i].name);
+    fprintf(f, " (n_in->n_out).\n\n");
+    fprintf(f, "| kernel | type | shape | tokens | threads | GFLOP/s | GB/s | %% FMA peak | "
+               "%% read BW | min-max (gemm GFLOP/s, gemv GB/s) | samples |\n");
+    fprintf(f, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int i = 0; i < r->n_rows; i++) {
+        const kb_row_t *w = &r->rows[i];
+        const bt_type_info_t *ti = bt_type_info(w->type);
+        if (w->kernel == NULL) {
+            fprintf(f, "| - | %s | %s n_in %" PRId64 " | - | - | skipped: n_in is not a "
+                       "multiple of the block size %" PRId64 " | | | | | |\n",
+                    ti->name, w->shape, w->n_in, ti->block_size);
+            continue;
+        }
+        const double flop = 2.0 * w->n_tok * (double)w->n_in * (double)w->n_out;
+        const double gflops = flop / w->st.med * 1e-9, gbs = w->bytes / w->st.med * 1e-9;
+        const kb_peaks_t *pk = peaks_for(r, w->threads);
+        const double work = w->n_tok > 1 ? flop : w->bytes; /* the figure that matters */
+        fprintf(f,
+                "| %s | %s | %s %s %" PRId64 "->%" PRId64 " | %d | %d | %.1f | %.2f | %.1f | "
+                "%.1f | %.1f-%.1f | %d |\n",
+                w->kernel, ti->name, w->shape, w->mat, w->n_in, w->n_out, w->n_tok, w->threads,
+                gflops, gbs, 100.0 * gflops / pk->fma_gflops, 100.0 * gbs / pk->read_gbs,
+                work / w->st.max * 1e-9, work / w->st.min * 1e-9, w->st.n);
+    }
+    fprintf(f, "\n");
+}
+
+bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
+{
+    uint32_t types[BT_TYPE_COUNT];
+    bt_synth_shape_t shapes[KB_MAX_SHAPES];
+    int n_types, n_shapes;
+    bt_status_t st;
+    if ((st = parse_types(p->kernel_types, types, &n_types)) != BT_OK ||
+        (st = parse_shapes(p->kernel_shapes, shapes, &n_shapes)) != BT_OK)
+        return st;
+    if (strcmp(p->output, "md") != 0 || p->hdf5 != NULL) {
+        bt_log_error("--kernels prints a markdown table only (got%s%s%s)",
+                     strcmp(p->output, "md") ? " -o " : "", strcmp(p->output, "md") ? p->output : "",
+                     p->hdf5 ? " --hdf5" : "");
+        return BT_ERR_ARG;
+    }
+
+    /* buffers for the largest shape */
+    int64_t max_in = 1, max_out = 1;
+    int max_tok = 1, max_threads = 1;
+    for (int i = 0; i < n_shapes; i++) {
+        kb_mat_t m[KB_N_MATS];
+        shape_mats(&shapes[i], m);
+        for (int k = 0; k < KB_N_MATS; k++) {
+            max_in = m[k].n_in > max_in ? m[k].n_in : max_in;
+            max_out = m[k].n_out > max_out ? m[k].n_out : max_out;
+        }
+    }
+    for (int i = 0; i < p->kernel_tokens.n; i++)
+        max_tok = p->kernel_tokens.v[i] > max_tok ? p->kernel_tokens.v[i] : max_tok;
+    for (int i = 0; i < p->threads.n; i++)
+        max_threads = p->threads.v[i] > max_threads ? p->threads.v[i] : max_threads;
+    const uint64_t cold = cold_bytes();
+    uint64_t pool_bytes = 0;
+    for (int i = 0; i < n_shapes; i++)
+        for (int t = 0; t < n_types; t++) {
+            kb_mat_t m[KB_N_MATS];
+            kb_pool_t pools[2];
+            bool have[2];
+            shape_mats(&shapes[i], m);
+            uint64_t b = shape_pools(&shapes[i], m, KB_N_MATS, types[t], cold, pools, have);
+            pool_bytes = b > pool_bytes ? b : pool_bytes;
+        }
+    /* per shape and type: 2 skipped widths at most, then per ops table the
+     * GEMV matrices and the GEMM matrices x token counts, x thread counts */
+    const int per_ops = (KB_N_MATS + (KB_N_MATS - 1) * p->kernel_tokens.n) * p->threads.n;
+    kb_run_t r = {
+        .p = p,
+        .scratch_per_thread = bt_scratch_floats(max_in, 1),
+        .max_rows = n_shapes * n_types * (2 + per_ops * (p->ref_kernels ? 2 : 1)),
+    };
+    r.peaks = calloc((size_t)p->threads.n + 1, sizeof *r.peaks);
+    r.x = malloc(sizeof(float) * (size_t)max_tok * (size_t)max_in);
+    r.y = malloc(sizeof(float) * (size_t)max_tok * (size_t)max_out);
+    r.scratch_buf = malloc(sizeof(float) * r.scratch_per_thread * (size_t)max_threads);
+    r.samples = malloc(sizeof(double) * (size_t)p->reps);
+    r.row = malloc(sizeof(float) * (size_t)max_in);
+    r.rows = malloc(sizeof(kb_row_t) * (size_t)r.max_rows);
+    r.pool_mem = malloc(pool_bytes ? (size_t)pool_bytes : 1);
+    if (r.peaks == NULL || r.x == NULL || r.y == NULL || r.scratch_buf == NULL ||
+        r.samples == NULL || r.row == NULL || r.rows == NULL || r.pool_mem == NULL) {
+        bt_log_error("kernels: cannot allocate buffers for %d tokens x %" PRId64 " -> %" PRId64
+                     " and %.0f MiB of weights",
+                     max_tok, max_in, max_out, (double)pool_bytes / (1 << 20));
+        st = BT_ERR_NOMEM;
+        goto fail_alloc;
+    }
+    uint64_t seed = 42;
+    fill_random(r.x, (size_t)max_tok * (size_t)max_in, 1.0f, &seed);
+
+    for (int i = 0; i < p->threads.n + p->ref_kernels; i++) { /* distinct counts, in order */
+        const int t = i < p->threads.n ? p->threads.v[i] : 1;
+        bool seen = false;
+        for (int k = 0; k < r.n_peaks; k++)
+            seen = seen || r.peaks[k].threads == t;
+        if (!seen)
+            r.peaks[r.n_peaks++].threads = t;
+    }
+    if (getloadavg(&r.load[0], 1) != 1)
+        r.load[0] = -1.0;
+    if ((st = measure_machine(p, r.peaks, r.n_peaks)) != BT_OK)
+        goto fail_alloc;
+    const bt_ops_t *ops[2] = {&bt_ops_cpu, &bt_ops_ref};
+    const double t0 = bt_now();
+    for (int s = 0; s < n_shapes; s++)
+        for (int t = 0; t < n_types; t++) {
+            time_type(&r, &shapes[s], types[t], ops, p->ref_kernels ? 2 : 1, cold);
+            bt_log_info("kernels: %s %s timed (%.0f s)", shapes[s].name,
+                        bt_type_info(types[t])->name, bt_now() - t0);
+        }
+    free(r.pool_mem); /* room for the second look at the peaks */
+    r.pool_mem = NULL;
+    if ((st = measure_machine(p, r.peaks, r.n_peaks)) != BT_OK)
+        goto fail_alloc;
+    if (getloadavg(&r.load[1], 1) != 1)
+        r.load[1] = -1.0;
+    print_report(&r, shapes, n_shapes, cold, out);
+
+fail_alloc:
+    free(r.pool_mem);
+    free(r.rows);
+    free(r.row);
+    free(r.samples);
+    free(r.scratch_buf);
+    free(r.y);
+    free(r.x);
+    free(r.peaks);
+    return st;
+}
