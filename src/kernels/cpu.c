@@ -162,6 +162,110 @@ static const tile_fn tiles[4][4] = {
 
 static inline int imin(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 
+/* ---- decode: dequantize in registers ---- */
+
+#if defined(__AVX512F__) && defined(__F16C__)
+#define BT_FUSED_GEMV 1
+/* One 32-element block as two vectors (elements 0-15, 16-31), each value
+ * computed with the same float operations as the type's to_float, so a
+ * product over them equals the product over the dequantized row. */
+
+static inline vf i8_to_ps(__m128i q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)); }
+
+static inline void dq32_q8_0(const uint8_t *p, vf *lo, vf *hi)
+{
+    const bt_block_q8_0_t *b = (const bt_block_q8_0_t *)p;
+    const vf d = vf_set1(_cvtsh_ss(b->d));
+    *lo = _mm512_mul_ps(d, i8_to_ps(_mm_loadu_si128((const __m128i *)b->qs)));
+    *hi = _mm512_mul_ps(d, i8_to_ps(_mm_loadu_si128((const __m128i *)(b->qs + 16))));
+}
+
+/* The 16 low nibbles and the 16 high nibbles of 16 bytes, as int32. */
+static inline void nibbles(const uint8_t *qs, __m512i *lo, __m512i *hi)
+{
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
+    *lo = _mm512_and_si512(q, _mm512_set1_epi32(0xf));
+    *hi = _mm512_srli_epi32(q, 4);
+}
+
+static inline void dq32_q4_0(const uint8_t *p, vf *lo, vf *hi)
+{
+    const bt_block_q4_0_t *b = (const bt_block_q4_0_t *)p;
+    const vf d = vf_set1(_cvtsh_ss(b->d));
+    __m512i l, h;
+    nibbles(b->qs, &l, &h);
+    const __m512i eight = _mm512_set1_epi32(8);
+    *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(l, eight)));
+    *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(h, eight)));
+}
+
+static inline void dq32_q4_1(const uint8_t *p, vf *lo, vf *hi)
+{
+    const bt_block_q4_1_t *b = (const bt_block_q4_1_t *)p;
+    const vf d = vf_set1(_cvtsh_ss(b->d)), m = vf_set1(_cvtsh_ss(b->m));
+    __m512i l, h;
+    nibbles(b->qs, &l, &h);
+    *lo = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(l)), m);
+    *hi = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(h)), m);
+}
+
+/* R rows of a matrix-vector product, one accumulator per row taking k in
+ * steps of VL in order, as tile(R, 1) does over dequantized rows. A macro
+ * per type so the block's dequantization inlines (also inside the OpenMP
+ * region, which a function pointer would keep out of reach). */
+#define GEMV_FUSED(t)                                                                          \
+    static inline __attribute__((always_inline)) void                                          \
+    gemv_rows_##t(float *restrict out, const uint8_t *w, size_t row_bytes,                     \
+                  const float *restrict x, int64_t n_in, const int R)                          \
+    {                                                                                          \
+        const size_t bb = sizeof(bt_block_##t##_t);                                            \
+        vf acc[4];                                                                             \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = vf_zero();                \
+        for (int64_t b = 0; b < n_in / 32; b++) {                                              \
+            const vf x0 = vf_load(x + 32 * b), x1 = vf_load(x + 32 * b + VL);                  \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                              \
+                vf lo, hi;                                                                     \
+                dq32_##t(w + (size_t)r * row_bytes + (size_t)b * bb, &lo, &hi);                \
+                acc[r] = vf_fma(lo, x0, acc[r]);                                               \
+                acc[r] = vf_fma(hi, x1, acc[r]);                                               \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) out[r] = vf_sum(acc[r]);           \
+    }                                                                                          \
+    static void gemv_##t(float *restrict out, const bt_matrix_t *w, const float *restrict x,   \
+                         const bt_scratch_t *s)                                                \
+    {                                                                                          \
+        const int64_t n_out = w->n_out, n_groups = (n_out + 3) / 4;                            \
+        const int team = team_size(s, (double)w->n_in * (double)n_out);                        \
+        _Pragma("omp parallel for schedule(static) num_threads(team) if (team > 1)")           \
+        for (int64_t g = 0; g < n_groups; g++) {                                               \
+            const int64_t r = 4 * g;                                                           \
+            const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;           \
+            if (n_out - r >= 4)                                                                \
+                gemv_rows_##t(out + r, wr, w->row_bytes, x, w->n_in, 4);                       \
+            else                                                                               \
+                for (int64_t i = r; i < n_out; i++, wr += w->row_bytes)                        \
+                    gemv_rows_##t(out + i, wr, w->row_bytes, x, w->n_in, 1);                   \
+        }                                                                                      \
+    }
+
+typedef void (*gemv_fn)(float *restrict, const bt_matrix_t *, const float *restrict,
+                        const bt_scratch_t *);
+GEMV_FUSED(q8_0)
+GEMV_FUSED(q4_0)
+GEMV_FUSED(q4_1)
+
+static gemv_fn fused_gemv(uint32_t type)
+{
+    switch (type) {
+    case BT_TYPE_Q8_0: return gemv_q8_0;
+    case BT_TYPE_Q4_0: return gemv_q4_0;
+    case BT_TYPE_Q4_1: return gemv_q4_1;
+    default: return NULL;
+    }
+}
+#endif
+
 /* Each thread takes blocks of BT_MATMUL_ROWS rows of W, dequantizes them
  * into its scratch (f32 rows are used in place), and multiplies them with
  * every token, 4 tokens x 4 rows at a time so a tile of x stays in L1 while
@@ -170,6 +274,15 @@ static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *r
                        int n_tok, const bt_scratch_t *s)
 {
     const int64_t n_in = w->n_in, n_out = w->n_out;
+#ifdef BT_FUSED_GEMV
+    /* one token: dequantize in registers instead of through the scratch
+     * (the same values, the same order, so the same bits) */
+    gemv_fn gemv = n_tok == 1 ? fused_gemv(w->type) : NULL;
+    if (gemv != NULL) {
+        gemv(out, w, x, s);
+        return;
+    }
+#endif
     const int64_t n_blocks = (n_out + BT_MATMUL_ROWS - 1) / BT_MATMUL_ROWS;
     const bool direct = w->type == BT_TYPE_F32;
     const bt_to_float_fn to_float = bt_type_to_float_fast(bt_type_info(w->type));
