@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rng.h"
+
 int32_t bt_sample_greedy(const float *logits, int n)
 {
     int32_t best = 0;
@@ -40,37 +42,8 @@ struct bt_sampler {
     float *work;       /* [n_vocab] penalized logits */
     int32_t *recent;   /* ring of the last repeat_last_n tokens */
     int n_recent, head;
-    uint64_t rng[4];
+    bt_rng_t rng;
 };
-
-/* ---- random numbers: xoshiro256** seeded by splitmix64 ---- */
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-static void rng_seed(uint64_t *s, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++) {
-        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        s[i] = z ^ (z >> 31);
-    }
-}
-
-/* Uniform in [0, 1). */
-static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1p-53; }
 
 /* ---- setup ---- */
 
@@ -100,7 +73,7 @@ bt_status_t bt_sampler_init(const bt_sampler_params_t *p, int n_vocab, bt_sample
         bt_sampler_free(s);
         return BT_ERR_NOMEM;
     }
-    rng_seed(s->rng, p->seed);
+    bt_rng_seed(&s->rng, p->seed);
     *out = s;
     return BT_OK;
 }
@@ -220,7 +193,7 @@ int32_t bt_sampler_sample(bt_sampler_t *s, const float *logits)
         n = keep;
     }
     softmax(s->cand, n, s->p.temp);
-    double u = rng_uniform(s->rng), cum = 0.0;
+    double u = bt_rng_uniform(&s->rng), cum = 0.0;
     for (int i = 0; i < n; i++) {
         cum += s->cand[i].p;
         if (u < cum)

@@ -8,6 +8,7 @@
 
 #include "gguf.h"
 #include "kernels/types.h"
+#include "rng.h"
 
 static const bt_synth_shape_t shapes[] = {
     /* name, vocab, embd, layers, heads, kv heads, ff, ctx, rope base, eps, tied */
@@ -38,51 +39,23 @@ uint64_t bt_synth_n_params(const bt_synth_shape_t *s)
     return emb * (s->tied ? 1 : 2) + e + (uint64_t)s->n_layer * layer;
 }
 
-/* ---- random numbers: splitmix64 seeds a xoshiro256** stream per tensor ---- */
+/* ---- random numbers: one xoshiro256** stream per tensor ---- */
 
-typedef struct rng {
-    uint64_t s[4];
-} rng_t;
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(rng_t *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-static void rng_init(rng_t *r, uint64_t seed, const char *name)
+/* The stream of a tensor: seeded from (seed, FNV-1a of its name). */
+static void rng_init(bt_rng_t *r, uint64_t seed, const char *name)
 {
     uint64_t x = seed;
-    for (const char *p = name; *p; p++) /* FNV-1a of the name */
+    for (const char *p = name; *p; p++)
         x = (x ^ (uint8_t)*p) * 0x100000001b3ull;
-    for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&x);
+    bt_rng_seed(r, x);
 }
 
 /* Uniform on [-1, 1) scaled to standard deviation std, plus mean. */
-static void rng_fill(rng_t *r, float *out, int64_t n, float mean, float std)
+static void rng_fill(bt_rng_t *r, float *out, int64_t n, float mean, float std)
 {
     const float a = std * sqrtf(3.0f);
     for (int64_t i = 0; i < n; i++) {
-        float u = (float)(rng_next(r) >> 40) * 0x1p-23f - 1.0f; /* [-1, 1) */
+        float u = (float)(bt_rng_next(r) >> 40) * 0x1p-23f - 1.0f; /* [-1, 1) */
         out[i] = mean + a * u;
     }
 }
@@ -220,7 +193,7 @@ static bt_status_t write_tensor(bt_gguf_writer_t *w, const tensor_spec_t *t, uin
     const bt_type_info_t *ti = bt_type_info(t->type);
     uint64_t row_bytes;
     bt_type_row_bytes(t->type, (uint64_t)t->n_in, &row_bytes);
-    rng_t r;
+    bt_rng_t r;
     rng_init(&r, seed, t->name);
     for (int64_t i = 0; i < t->n_out; i++) {
         rng_fill(&r, row, t->n_in, t->mean, t->std);

@@ -23,40 +23,8 @@
 #include "testutil.h"
 
 /* Silent when it holds (ck_assert reports every pass to the runner). */
-#define CHECK_MSG(expr, ...)                                                                       \
-    do {                                                                                           \
-        if (!(expr))                                                                               \
-            ck_abort_msg(__VA_ARGS__);                                                             \
-    } while (0)
 
-/* ---- deterministic data: xorshift64* ---- */
 
-typedef struct rng {
-    uint64_t s;
-} rng_t;
-
-static rng_t rng_make(uint64_t seed)
-{
-    rng_t r = {seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull};
-    if (r.s == 0)
-        r.s = 1;
-    return r;
-}
-
-static uint64_t rng_next(rng_t *r)
-{
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 0x2545f4914f6cdd1dull;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
 
 /* The types with a fast dequantizer and its function (tested directly, so
  * also in a build without SIMD, where the table leaves it out), in one order

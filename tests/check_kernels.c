@@ -29,36 +29,7 @@
 
 #define U 0x1p-24 /* unit roundoff of f32 */
 
-/* ck_assert_msg that is silent when it holds: Check reports every passing
- * assertion to the runner (_mark_point), one write per call, too slow for
- * loops over every element. */
-#define CHECK_MSG(expr, ...)                                                                       \
-    do {                                                                                           \
-        if (!(expr))                                                                               \
-            ck_abort_msg(__VA_ARGS__);                                                             \
-    } while (0)
 
-/* ---- deterministic data: xorshift64* ---- */
-
-typedef struct rng {
-    uint64_t s;
-} rng_t;
-
-static rng_t rng_make(uint64_t seed)
-{
-    rng_t r = {seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull};
-    if (r.s == 0)
-        r.s = 1;
-    return r;
-}
-
-static uint64_t rng_next(rng_t *r)
-{
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 0x2545f4914f6cdd1dull;
-}
 
 static uint32_t rng_u32(rng_t *r) { return (uint32_t)(rng_next(r) >> 32); }
 
@@ -89,12 +60,6 @@ static uint32_t f32_bits(float f)
     return b;
 }
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
 
 /* Scratch for n_threads threads, exactly as big as bt_scratch_floats says
  * (so a sanitizer sees any overrun). */

@@ -32,33 +32,7 @@
 #define U 0x1p-24 /* unit roundoff of f32 */
 
 /* Silent when it holds (ck_assert reports every pass to the runner). */
-#define CHECK_MSG(expr, ...)                                                                       \
-    do {                                                                                           \
-        if (!(expr))                                                                               \
-            ck_abort_msg(__VA_ARGS__);                                                             \
-    } while (0)
 
-/* ---- deterministic data: xorshift64* ---- */
-
-typedef struct rng {
-    uint64_t s;
-} rng_t;
-
-static rng_t rng_make(uint64_t seed)
-{
-    rng_t r = {seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull};
-    if (r.s == 0)
-        r.s = 1;
-    return r;
-}
-
-static uint64_t rng_next(rng_t *r)
-{
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 0x2545f4914f6cdd1dull;
-}
 
 static float rng_unif(rng_t *r, float lo, float hi)
 {
@@ -72,12 +46,6 @@ static void fill(float *x, size_t n, rng_t *r, float lo, float hi)
         x[i] = rng_unif(r, lo, hi);
 }
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
 
 static uint32_t f32_bits(float f)
 {

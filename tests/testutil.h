@@ -3,6 +3,7 @@
 #define BT_TESTUTIL_H
 
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,43 @@ static inline void *tu_read_file(const char *path, size_t *size)
     if (buf != NULL)
         *size = (size_t)n;
     return buf;
+}
+
+/* ck_assert_msg that is silent when it holds: Check reports every passing
+ * assertion to the runner (one write per call), too slow for loops over
+ * every element. */
+#define CHECK_MSG(expr, ...)                                                                       \
+    do {                                                                                           \
+        if (!(expr))                                                                               \
+            ck_abort_msg(__VA_ARGS__);                                                             \
+    } while (0)
+
+/* Deterministic test data: xorshift64*. */
+typedef struct rng {
+    uint64_t s;
+} rng_t;
+
+static inline rng_t rng_make(uint64_t seed)
+{
+    rng_t r = {seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull};
+    if (r.s == 0)
+        r.s = 1;
+    return r;
+}
+
+static inline uint64_t rng_next(rng_t *r)
+{
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return r->s * 0x2545f4914f6cdd1dull;
+}
+
+static inline void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
 }
 
 /* Runs a suite, frees it, returns the number of failed tests. */
