@@ -72,3 +72,27 @@ double bt_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+uint64_t bt_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f == NULL)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+bt_status_t bt_mem_check(const char *what, uint64_t need)
+{
+    uint64_t avail = bt_mem_available();
+    if (avail == 0 || need <= avail)
+        return BT_OK;
+    bt_log_error("%s needs %.1f MiB but only %.1f MiB of memory is available", what,
+                 (double)need / 1048576.0, (double)avail / 1048576.0);
+    return BT_ERR_NOMEM;
+}

@@ -78,6 +78,14 @@ static inline int bt_add_u64(uint64_t a, uint64_t b, uint64_t *out)
     return 0;
 }
 
+/* Memory the kernel says can be allocated without swapping
+ * (MemAvailable in /proc/meminfo), in bytes; 0 when unknown. */
+uint64_t bt_mem_available(void);
+
+/* BT_ERR_NOMEM with one message naming what, the bytes needed and the bytes
+ * available, when need exceeds what bt_mem_available() reports. */
+bt_status_t bt_mem_check(const char *what, uint64_t need);
+
 /* Monotonic wall clock in seconds. */
 double bt_now(void);
 

@@ -1,6 +1,7 @@
 /* forward.c: embedding, the llama layer block, and the output head. */
 #include "forward.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static size_t scratch_per_thread(const bt_model_t *m, int n_ctx)
@@ -30,6 +31,12 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
                      max_tok, n_threads);
         return BT_ERR_ARG;
     }
+    char what[96];
+    snprintf(what, sizeof what, "the KV cache and buffers (%d positions, micro-batch %d)", n_ctx,
+             max_tok);
+    bt_status_t st = bt_mem_check(what, bt_forward_bytes(m, n_ctx, max_tok, n_threads));
+    if (st != BT_OK)
+        return st;
     bt_forward_t *f = calloc(1, sizeof *f);
     if (f == NULL)
         return BT_ERR_NOMEM;
@@ -37,7 +44,7 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
     f->ops = ops;
     f->n_ctx = n_ctx;
     f->max_tok = max_tok;
-    bt_status_t st = bt_kv_cache_init(&f->kv, m->last - m->first, n_ctx,
+    st = bt_kv_cache_init(&f->kv, m->last - m->first, n_ctx,
                                       hp->n_head_kv * hp->head_dim);
     if (st != BT_OK)
         goto fail_kv;

@@ -351,6 +351,11 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
         return BT_OK;
     }
     const size_t huge = 2u << 20;
+    bt_status_t st = bt_mem_check("reading the weights into memory (--mmap 0)", total);
+    if (st != BT_OK) {
+        free(w);
+        return st;
+    }
     char *buf = aligned_alloc(huge, (total + huge - 1) / huge * huge);
     if (buf == NULL) {
         bt_log_error("model: %s: cannot allocate %zu bytes to read the weights into (--mmap 0)",
