@@ -88,8 +88,9 @@ run_fails "-n non-numeric" "-n: 'x' is not an integer" "$bin/baton" -m "$m" --to
 run_fails "threads 0" "--threads: 0 is out of range" "$bin/baton" -m "$m" --tokens 1 -t 0
 run_fails "ubatch 0" "-ub: 0 is out of range" "$bin/baton" -m "$m" --tokens 1 -ub 0
 run_fails "ctx too small" "--ctx-size 2 is smaller" "$bin/baton" -m "$m" --tokens 1,2 -n 4 -c 2
-run_fails "context larger than memory" "needs [0-9.]+ MiB but only [0-9.]+ MiB" "$bin/baton" -m "$m" \
-    --tokens 1 -n 1 --ctx-size 16000000
+"$bin/baton-mkmodel" --n-layer 2 --n-embd 512 --n-head 4 --n-head-kv 4 -o "$tmp/wide.gguf" >/dev/null 2>&1
+run_fails "context larger than memory" "needs [0-9.]+ MiB but only [0-9.]+ MiB" "$bin/baton" \
+    -m "$tmp/wide.gguf" --tokens 1 -n 1 --ctx-size 16000000
 run_fails "unknown flag" "unknown option '--bogus'" "$bin/baton" -m "$m" --tokens 1 --bogus
 run_fails "missing value" "needs a value" "$bin/baton" -m "$m" --tokens
 run_fails "unwritable dump" "cannot create" "$bin/baton" -m "$m" --tokens 1 \
