@@ -221,7 +221,14 @@ static inline void dq32_q4_1(const uint8_t *p, vf *lo, vf *hi)
         const size_t bb = sizeof(bt_block_##t##_t);                                            \
         vf acc[4];                                                                             \
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = vf_zero();                \
-        for (int64_t b = 0; b < n_in / 32; b++) {                                              \
+        const int64_t nb = n_in / 32;                                                          \
+        /* the rows two groups ahead, a slice per block, into the cache: the four \
+         * interleaved row streams advance too slowly for the hardware prefetcher */ \
+        const char *ahead = (const char *)w + 8 * row_bytes;                                    \
+        const size_t slice = (4 * row_bytes + (size_t)nb - 1) / (size_t)nb;                    \
+        for (int64_t b = 0; b < nb; b++) {                                                     \
+            for (size_t o = 0; o < slice; o += 64)                                             \
+                _mm_prefetch(ahead + (size_t)b * slice + o, _MM_HINT_T0);                      \
             const vf x0 = vf_load(x + 32 * b), x1 = vf_load(x + 32 * b + VL);                  \
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                              \
                 vf lo, hi;                                                                     \
