@@ -88,7 +88,7 @@ static inline void vf_store_n(float *p, vf a, int n) { memcpy(p, &a, sizeof(floa
  * waking a team costs tens of microseconds on a busy or virtualized
  * machine, more than a small matrix-vector product takes. Which thread
  * computes an element never changes its value, so this is only speed. */
-#define BT_PARALLEL_MIN_WORK (1 << 21)
+#define BT_PARALLEL_MIN_WORK (1 << 18)
 
 static inline int team_size(const bt_scratch_t *s, double work)
 {
