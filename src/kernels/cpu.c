@@ -209,16 +209,34 @@ static inline void dq32_q4_1(const uint8_t *p, vf *lo, vf *hi)
     *hi = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(h)), m);
 }
 
+/* 32 f16 / bf16 values: exact conversions, as to_float. */
+static inline void dq32_f16(const uint8_t *p, vf *lo, vf *hi)
+{
+    *lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    *hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
+}
+
+static inline vf bf16_to_ps(__m256i h)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline void dq32_bf16(const uint8_t *p, vf *lo, vf *hi)
+{
+    *lo = bf16_to_ps(_mm256_loadu_si256((const __m256i *)p));
+    *hi = bf16_to_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
+}
+
 /* R rows of a matrix-vector product, one accumulator per row taking k in
  * steps of VL in order, as tile(R, 1) does over dequantized rows. A macro
  * per type so the block's dequantization inlines (also inside the OpenMP
  * region, which a function pointer would keep out of reach). */
-#define GEMV_FUSED(t)                                                                          \
+#define GEMV_FUSED(t, bb_)                                                                        \
     static inline __attribute__((always_inline)) void                                          \
     gemv_rows_##t(float *restrict out, const uint8_t *w, size_t row_bytes,                     \
                   const float *restrict x, int64_t n_in, const int R)                          \
     {                                                                                          \
-        const size_t bb = sizeof(bt_block_##t##_t);                                            \
+        const size_t bb = (bb_); /* bytes of 32 elements */                                    \
         vf acc[4];                                                                             \
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = vf_zero();                \
         const int64_t nb = n_in / 32;                                                          \
@@ -258,13 +276,19 @@ static inline void dq32_q4_1(const uint8_t *p, vf *lo, vf *hi)
 
 typedef void (*gemv_fn)(float *restrict, const bt_matrix_t *, const float *restrict,
                         const bt_scratch_t *);
-GEMV_FUSED(q8_0)
-GEMV_FUSED(q4_0)
-GEMV_FUSED(q4_1)
+GEMV_FUSED(q8_0, sizeof(bt_block_q8_0_t))
+GEMV_FUSED(q4_0, sizeof(bt_block_q4_0_t))
+GEMV_FUSED(q4_1, sizeof(bt_block_q4_1_t))
+GEMV_FUSED(f16, 64)
+GEMV_FUSED(bf16, 64)
 
-static gemv_fn fused_gemv(uint32_t type)
+static gemv_fn fused_gemv(uint32_t type, int64_t n_in)
 {
+    if (n_in % 32 != 0) /* f16/bf16 rows of any length: the tiled path handles tails */
+        return NULL;
     switch (type) {
+    case BT_TYPE_F16: return gemv_f16;
+    case BT_TYPE_BF16: return gemv_bf16;
     case BT_TYPE_Q8_0: return gemv_q8_0;
     case BT_TYPE_Q4_0: return gemv_q4_0;
     case BT_TYPE_Q4_1: return gemv_q4_1;
@@ -284,7 +308,7 @@ static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *r
 #ifdef BT_FUSED_GEMV
     /* one token: dequantize in registers instead of through the scratch
      * (the same values, the same order, so the same bits) */
-    gemv_fn gemv = n_tok == 1 ? fused_gemv(w->type) : NULL;
+    gemv_fn gemv = n_tok == 1 ? fused_gemv(w->type, n_in) : NULL;
     if (gemv != NULL) {
         gemv(out, w, x, s);
         return;
