@@ -274,6 +274,70 @@ static inline void dq32_bf16(const uint8_t *p, vf *lo, vf *hi)
         }                                                                                      \
     }
 
+/* Q4_K: per 256-element super-block the 8 sub-block steps and offsets,
+ * then its 128 bytes of nibbles in element order: bytes 32c..32c+31 hold
+ * elements 64c..64c+31 (low nibbles) and 64c+32..64c+63 (high). */
+static inline __attribute__((always_inline)) void
+gemv_rows_q4_k(float *restrict out, const uint8_t *w, size_t row_bytes, const float *restrict x,
+               int64_t n_in, const int R)
+{
+    vf acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        acc[r] = vf_zero();
+    const int64_t nsb = n_in / BT_QK_K;
+    const char *ahead = (const char *)w + 8 * row_bytes;
+    const size_t slice = (4 * row_bytes + (size_t)nsb - 1) / (size_t)nsb;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        for (size_t o = 0; o < slice; o += 64)
+            _mm_prefetch(ahead + (size_t)sb * slice + o, _MM_HINT_T0);
+        const float *xs = x + sb * BT_QK_K;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const bt_block_q4_k_t *b =
+                (const bt_block_q4_k_t *)(w + (size_t)r * row_bytes) + sb;
+            float step[8], off[8];
+            bt_k_steps(step, off, b->d, b->dmin, b->scales);
+            for (int c = 0; c < 4; c++) {
+                __m512i la, ha, lb, hb;
+                nibbles(b->qs + 32 * c, &la, &ha);
+                nibbles(b->qs + 32 * c + 16, &lb, &hb);
+                const vf s0 = vf_set1(step[2 * c]), o0 = vf_set1(off[2 * c]);
+                const vf s1 = vf_set1(step[2 * c + 1]), o1 = vf_set1(off[2 * c + 1]);
+                const float *xc = xs + 64 * c;
+                acc[r] = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s0, _mm512_cvtepi32_ps(la)), o0),
+                                vf_load(xc), acc[r]);
+                acc[r] = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s0, _mm512_cvtepi32_ps(lb)), o0),
+                                vf_load(xc + 16), acc[r]);
+                acc[r] = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s1, _mm512_cvtepi32_ps(ha)), o1),
+                                vf_load(xc + 32), acc[r]);
+                acc[r] = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s1, _mm512_cvtepi32_ps(hb)), o1),
+                                vf_load(xc + 48), acc[r]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        out[r] = vf_sum(acc[r]);
+}
+
+static void gemv_q4_k(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                      const bt_scratch_t *s)
+{
+    const int64_t n_out = w->n_out, n_groups = (n_out + 3) / 4;
+    const int team = team_size(s, (double)w->n_in * (double)n_out);
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+    for (int64_t g = 0; g < n_groups; g++) {
+        const int64_t r = 4 * g;
+        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        if (n_out - r >= 4)
+            gemv_rows_q4_k(out + r, wr, w->row_bytes, x, w->n_in, 4);
+        else
+            for (int64_t i = r; i < n_out; i++, wr += w->row_bytes)
+                gemv_rows_q4_k(out + i, wr, w->row_bytes, x, w->n_in, 1);
+    }
+}
+
 typedef void (*gemv_fn)(float *restrict, const bt_matrix_t *, const float *restrict,
                         const bt_scratch_t *);
 GEMV_FUSED(q8_0, sizeof(bt_block_q8_0_t))
@@ -287,6 +351,7 @@ static gemv_fn fused_gemv(uint32_t type, int64_t n_in)
     if (n_in % 32 != 0) /* f16/bf16 rows of any length: the tiled path handles tails */
         return NULL;
     switch (type) {
+    case BT_TYPE_Q4_K: return gemv_q4_k;
     case BT_TYPE_F16: return gemv_f16;
     case BT_TYPE_BF16: return gemv_bf16;
     case BT_TYPE_Q8_0: return gemv_q8_0;

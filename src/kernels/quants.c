@@ -325,7 +325,7 @@ static void k_pack_scale_min(uint8_t *restrict s, const int *sc, const int *m)
 }
 
 /* The step and offset of each sub-block of 32: value = step[j] * q - off[j]. */
-static void k_steps(float *step, float *off, uint16_t hd, uint16_t hdmin, const uint8_t *scales)
+void bt_k_steps(float *step, float *off, uint16_t hd, uint16_t hdmin, const uint8_t *scales)
 {
     const float d = bt_f16_to_f32(hd), dmin = bt_f16_to_f32(hdmin);
     for (int j = 0; j < BT_QK_K / 32; j++) {
@@ -341,7 +341,7 @@ void bt_to_float_q4_k(float *restrict out, const void *restrict in, int64_t n)
     const bt_block_q4_k_t *b = in;
     for (int64_t i = 0; i < n / BT_QK_K; i++) {
         float step[8], off[8];
-        k_steps(step, off, b[i].d, b[i].dmin, b[i].scales);
+        bt_k_steps(step, off, b[i].d, b[i].dmin, b[i].scales);
         for (int c = 0; c < 4; c++, out += 64) {
             const uint8_t *q = b[i].qs + 32 * c;
             const float s0 = step[2 * c], o0 = off[2 * c];
@@ -359,7 +359,7 @@ void bt_to_float_q5_k(float *restrict out, const void *restrict in, int64_t n)
     const bt_block_q5_k_t *b = in;
     for (int64_t i = 0; i < n / BT_QK_K; i++) {
         float step[8], off[8];
-        k_steps(step, off, b[i].d, b[i].dmin, b[i].scales);
+        bt_k_steps(step, off, b[i].d, b[i].dmin, b[i].scales);
         for (int c = 0; c < 4; c++, out += 64) {
             const uint8_t *q = b[i].qs + 32 * c;
             const float s0 = step[2 * c], o0 = off[2 * c];

@@ -218,4 +218,9 @@ void bt_to_float_fast_q6_k(float *restrict out, const void *restrict in, int64_t
  * "avx2" or "scalar" (a static string). */
 const char *bt_dequant_simd_isa(void);
 
+/* Q4_K / Q5_K: step[j] = d * sc[j] and off[j] = dmin * m[j] for the 8
+ * sub-blocks of a super-block (element = step * q - off), as to_float
+ * computes them. */
+void bt_k_steps(float *step, float *off, uint16_t d, uint16_t dmin, const uint8_t *scales);
+
 #endif /* BT_KERNELS_TYPES_H */
