@@ -472,13 +472,47 @@ static void scores(float *restrict score, size_t ld, const float *const *q, int 
 }
 
 /* exp(score[j] - max) in place; returns their sum (in double, in order). */
+#if defined(__AVX512F__)
+/* e^x for x <= 0 (scores minus their max): x = n ln2 + r with |r| <=
+ * ln2/2, e^r by its Taylor polynomial to degree 7 (relative error below
+ * 2^-24 on that range), scaled by 2^n with scalef (which also underflows
+ * to 0 smoothly). Every lane goes through the same operations, so a
+ * score's weight does not depend on where its key falls in a vector. */
+static inline vf vf_exp_neg(vf x)
+{
+    x = _mm512_max_ps(x, vf_set1(-104.0f)); /* below: 0 after scaling anyway */
+    const vf n = _mm512_roundscale_ps(_mm512_mul_ps(x, vf_set1(1.44269504088896341f)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    vf r = vf_fma(n, vf_set1(-0.693145751953125f), x); /* ln2 = hi + lo, hi exact */
+    r = vf_fma(n, vf_set1(-1.42860682030941723212e-6f), r);
+    vf p = vf_set1(1.0f / 5040.0f);
+    p = vf_fma(p, r, vf_set1(1.0f / 720.0f));
+    p = vf_fma(p, r, vf_set1(1.0f / 120.0f));
+    p = vf_fma(p, r, vf_set1(1.0f / 24.0f));
+    p = vf_fma(p, r, vf_set1(1.0f / 6.0f));
+    p = vf_fma(p, r, vf_set1(0.5f));
+    p = vf_fma(p, r, vf_set1(1.0f));
+    p = vf_fma(p, r, vf_set1(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+#endif
+
+/* exp(score[j] - max) in place; returns their sum (in double, in order). */
 static __attribute__((noinline)) double exp_sum(float *restrict score, int n)
 {
     float max = -INFINITY;
     for (int j = 0; j < n; j++)
         max = score[j] > max ? score[j] : max;
+#if defined(__AVX512F__)
+    const vf mx = vf_set1(max);
+    for (int j = 0; j < n; j += VL) {
+        const int m = n - j < VL ? n - j : VL;
+        vf_store_n(score + j, vf_exp_neg(_mm512_sub_ps(vf_load_n(score + j, m), mx)), m);
+    }
+#else
     for (int j = 0; j < n; j++)
         score[j] = expf(score[j] - max);
+#endif
     double sum = 0.0;
     for (int j = 0; j < n; j++)
         sum += score[j];
