@@ -515,8 +515,9 @@ static void print_results(const run_state_t *r)
 {
     const options_t *o = r->o;
     if (!r->text || o->print_ids) {
+        const char *sep = r->text ? "," : " "; /* --print-token-ids: commas; --tokens: spaces */
         for (int i = 0; i < r->n_gen; i++)
-            printf(r->text ? "%s%d" : "%s%d", i ? (r->text ? "," : " ") : "", r->gen[i]);
+            printf("%s%d", i ? sep : "", r->gen[i]);
         printf("\n");
     }
     fflush(stdout);
