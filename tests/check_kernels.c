@@ -33,19 +33,6 @@
 
 static uint32_t rng_u32(rng_t *r) { return (uint32_t)(rng_next(r) >> 32); }
 
-/* Uniform in [lo, hi). */
-static float rng_unif(rng_t *r, float lo, float hi)
-{
-    float u01 = (float)(rng_next(r) >> 40) * 0x1p-24f;
-    return lo + (hi - lo) * u01;
-}
-
-static void fill(float *x, size_t n, rng_t *r, float lo, float hi)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = rng_unif(r, lo, hi);
-}
-
 static float f32_from_bits(uint32_t b)
 {
     float f;
@@ -543,45 +530,6 @@ END_TEST
 /* ==== matmul ==== */
 
 static const uint32_t mm_types[] = {BT_TYPE_F32, BT_TYPE_F16, BT_TYPE_BF16, BT_TYPE_Q8_0};
-
-/* A random weight matrix of `type` with rows `pad` bytes longer than
- * needed; *wf receives the exact dequantized values (n_out x n_in). */
-typedef struct wmat {
-    bt_matrix_t m;
-    void *data;
-    float *wf;
-} wmat_t;
-
-static wmat_t wmat_make(uint32_t type, int64_t n_in, int64_t n_out, uint64_t pad, rng_t *r)
-{
-    const bt_type_info_t *ti = bt_type_info(type);
-    uint64_t rb;
-    ck_assert_int_eq(bt_type_row_bytes(type, (uint64_t)n_in, &rb), 0);
-    wmat_t w;
-    w.m.type = type;
-    w.m.n_in = n_in;
-    w.m.n_out = n_out;
-    w.m.row_bytes = rb + pad;
-    w.data = xmalloc((size_t)(w.m.row_bytes * (uint64_t)n_out));
-    memset(w.data, 0xff, (size_t)(w.m.row_bytes * (uint64_t)n_out)); /* nan in the padding */
-    w.m.data = w.data;
-    w.wf = xmalloc((size_t)(n_in * n_out) * sizeof(float));
-    float *row = xmalloc((size_t)n_in * sizeof(float));
-    for (int64_t o = 0; o < n_out; o++) {
-        fill(row, (size_t)n_in, r, -1.0f, 1.0f);
-        uint8_t *dst = (uint8_t *)w.data + o * w.m.row_bytes;
-        ti->from_float(dst, row, n_in);
-        ti->to_float(w.wf + o * n_in, dst, n_in);
-    }
-    free(row);
-    return w;
-}
-
-static void wmat_free(wmat_t *w)
-{
-    free(w->data);
-    free(w->wf);
-}
 
 /* Bound on |float dot - exact| for either kernel: the cpu path sums lanes
  * of up to n/VL terms, a horizontal sum of <= 16, then the tail; any such

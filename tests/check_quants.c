@@ -34,18 +34,6 @@
 /* Silent when it holds (ck_assert reports every pass to the runner). */
 
 
-static float rng_unif(rng_t *r, float lo, float hi)
-{
-    float u01 = (float)(rng_next(r) >> 40) * 0x1p-24f;
-    return lo + (hi - lo) * u01;
-}
-
-static void fill(float *x, size_t n, rng_t *r, float lo, float hi)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = rng_unif(r, lo, hi);
-}
-
 
 static uint32_t f32_bits(float f)
 {
@@ -829,43 +817,6 @@ START_TEST(test_roundtrip_special)
 END_TEST
 
 /* ==== matmul ==== */
-
-typedef struct wmat {
-    bt_matrix_t m;
-    void *data;
-    float *wf; /* exact dequantized values, [n_out, n_in] */
-} wmat_t;
-
-static wmat_t wmat_make(uint32_t type, int64_t n_in, int64_t n_out, uint64_t pad, rng_t *r)
-{
-    const bt_type_info_t *ti = bt_type_info(type);
-    uint64_t rb;
-    ck_assert_int_eq(bt_type_row_bytes(type, (uint64_t)n_in, &rb), 0);
-    wmat_t w;
-    w.m.type = type;
-    w.m.n_in = n_in;
-    w.m.n_out = n_out;
-    w.m.row_bytes = rb + pad;
-    w.data = xmalloc((size_t)(w.m.row_bytes * (uint64_t)n_out));
-    memset(w.data, 0xff, (size_t)(w.m.row_bytes * (uint64_t)n_out)); /* nan in the padding */
-    w.m.data = w.data;
-    w.wf = xmalloc((size_t)(n_in * n_out) * sizeof(float));
-    float *row = xmalloc((size_t)n_in * sizeof(float));
-    for (int64_t o = 0; o < n_out; o++) {
-        fill(row, (size_t)n_in, r, -1.0f, 1.0f);
-        uint8_t *dst = (uint8_t *)w.data + o * w.m.row_bytes;
-        ti->from_float(dst, row, n_in);
-        ti->to_float(w.wf + o * n_in, dst, n_in);
-    }
-    free(row);
-    return w;
-}
-
-static void wmat_free(wmat_t *w)
-{
-    free(w->data);
-    free(w->wf);
-}
 
 static bt_scratch_t scratch_make(int64_t max_n_in, int n_threads)
 {

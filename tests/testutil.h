@@ -9,6 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/types.h"
+#include "kernels/kernels.h"
+
 /* A fresh directory under $TMPDIR (or /tmp) for one test program; removed
  * by tu_rmdir_all. */
 static inline char *tu_mkdtemp(void)
@@ -97,6 +100,59 @@ static inline void *xmalloc(size_t n)
     void *p = malloc(n ? n : 1);
     ck_assert_ptr_nonnull(p);
     return p;
+}
+
+/* Uniform in [lo, hi). */
+static inline float rng_unif(rng_t *r, float lo, float hi)
+{
+    float u01 = (float)(rng_next(r) >> 40) * 0x1p-24f;
+    return lo + (hi - lo) * u01;
+}
+
+static inline void fill(float *x, size_t n, rng_t *r, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = rng_unif(r, lo, hi);
+}
+
+/* A random weight matrix of `type` with rows `pad` bytes longer than
+ * needed (nan bytes there); wf holds the exact dequantized values
+ * [n_out, n_in]. */
+typedef struct wmat {
+    bt_matrix_t m;
+    void *data;
+    float *wf;
+} wmat_t;
+
+static inline wmat_t wmat_make(uint32_t type, int64_t n_in, int64_t n_out, uint64_t pad, rng_t *r)
+{
+    const bt_type_info_t *ti = bt_type_info(type);
+    uint64_t rb;
+    ck_assert_int_eq(bt_type_row_bytes(type, (uint64_t)n_in, &rb), 0);
+    wmat_t w;
+    w.m.type = type;
+    w.m.n_in = n_in;
+    w.m.n_out = n_out;
+    w.m.row_bytes = rb + pad;
+    w.data = xmalloc((size_t)(w.m.row_bytes * (uint64_t)n_out));
+    memset(w.data, 0xff, (size_t)(w.m.row_bytes * (uint64_t)n_out));
+    w.m.data = w.data;
+    w.wf = xmalloc((size_t)(n_in * n_out) * sizeof(float));
+    float *row = xmalloc((size_t)n_in * sizeof(float));
+    for (int64_t o = 0; o < n_out; o++) {
+        fill(row, (size_t)n_in, r, -1.0f, 1.0f);
+        uint8_t *dst = (uint8_t *)w.data + o * w.m.row_bytes;
+        ti->from_float(dst, row, n_in);
+        ti->to_float(w.wf + o * n_in, dst, n_in);
+    }
+    free(row);
+    return w;
+}
+
+static inline void wmat_free(wmat_t *w)
+{
+    free(w->data);
+    free(w->wf);
 }
 
 /* Runs a suite, frees it, returns the number of failed tests. */
