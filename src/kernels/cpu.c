@@ -338,6 +338,72 @@ static void gemv_q4_k(float *restrict out, const bt_matrix_t *w, const float *re
     }
 }
 
+/* Q6_K: two halves of 128 elements; in half h, group g (32 elements from
+ * 128h + 32g) takes its low 4 bits from ql (bytes 32(g&1).., high nibble
+ * for g >= 2) and its top 2 bits from bits 2g, 2g+1 of qh; 16 elements
+ * share one int8 scale. Value (d * scale) * (q - 32), as to_float. */
+static inline vf q6k_vec(const bt_block_q6_k_t *b, int h, int g, int l0)
+{
+    const uint8_t *ql = b->ql + 64 * h + 32 * (g & 1) + l0, *qh = b->qh + 32 * h + l0;
+    __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)ql));
+    lo = g >= 2 ? _mm512_srli_epi32(lo, 4) : _mm512_and_si512(lo, _mm512_set1_epi32(0xf));
+    __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qh));
+    hi = _mm512_and_si512(_mm512_srli_epi32(hi, 2 * g), _mm512_set1_epi32(3));
+    const __m512i q = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)),
+                                       _mm512_set1_epi32(32));
+    const float s = _cvtsh_ss(b->d) * (float)b->scales[8 * h + l0 / 16 + 2 * g];
+    return _mm512_mul_ps(vf_set1(s), _mm512_cvtepi32_ps(q));
+}
+
+static inline __attribute__((always_inline)) void
+gemv_rows_q6_k(float *restrict out, const uint8_t *w, size_t row_bytes, const float *restrict x,
+               int64_t n_in, const int R)
+{
+    vf acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        acc[r] = vf_zero();
+    const int64_t nsb = n_in / BT_QK_K;
+    const char *ahead = (const char *)w + 8 * row_bytes;
+    const size_t slice = (4 * row_bytes + (size_t)nsb - 1) / (size_t)nsb;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        for (size_t o = 0; o < slice; o += 64)
+            _mm_prefetch(ahead + (size_t)sb * slice + o, _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const bt_block_q6_k_t *b =
+                (const bt_block_q6_k_t *)(w + (size_t)r * row_bytes) + sb;
+            const float *xs = x + sb * BT_QK_K;
+            for (int h = 0; h < 2; h++)
+                for (int g = 0; g < 4; g++) {
+                    const float *xg = xs + 128 * h + 32 * g;
+                    acc[r] = vf_fma(q6k_vec(b, h, g, 0), vf_load(xg), acc[r]);
+                    acc[r] = vf_fma(q6k_vec(b, h, g, 16), vf_load(xg + 16), acc[r]);
+                }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        out[r] = vf_sum(acc[r]);
+}
+
+static void gemv_q6_k(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                      const bt_scratch_t *s)
+{
+    const int64_t n_out = w->n_out, n_groups = (n_out + 3) / 4;
+    const int team = team_size(s, (double)w->n_in * (double)n_out);
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+    for (int64_t g = 0; g < n_groups; g++) {
+        const int64_t r = 4 * g;
+        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        if (n_out - r >= 4)
+            gemv_rows_q6_k(out + r, wr, w->row_bytes, x, w->n_in, 4);
+        else
+            for (int64_t i = r; i < n_out; i++, wr += w->row_bytes)
+                gemv_rows_q6_k(out + i, wr, w->row_bytes, x, w->n_in, 1);
+    }
+}
+
 typedef void (*gemv_fn)(float *restrict, const bt_matrix_t *, const float *restrict,
                         const bt_scratch_t *);
 GEMV_FUSED(q8_0, sizeof(bt_block_q8_0_t))
@@ -352,6 +418,7 @@ static gemv_fn fused_gemv(uint32_t type, int64_t n_in)
         return NULL;
     switch (type) {
     case BT_TYPE_Q4_K: return gemv_q4_k;
+    case BT_TYPE_Q6_K: return gemv_q6_k;
     case BT_TYPE_F16: return gemv_f16;
     case BT_TYPE_BF16: return gemv_bf16;
     case BT_TYPE_Q8_0: return gemv_q8_0;
