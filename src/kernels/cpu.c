@@ -209,6 +209,43 @@ static inline void dq32_q4_1(const uint8_t *p, vf *lo, vf *hi)
     *hi = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(h)), m);
 }
 
+/* Q5_0 / Q5_1: the nibbles plus bit j of the little-endian qh as bit 4
+ * of element j. */
+static inline void q5_bits(const uint8_t *qs, const uint8_t *qh4, __m512i *lo, __m512i *hi)
+{
+    uint32_t qh;
+    memcpy(&qh, qh4, sizeof qh);
+    nibbles(qs, lo, hi);
+    const __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i one = _mm512_set1_epi32(1), bits = _mm512_set1_epi32((int)qh);
+    const __m512i b0 = _mm512_and_si512(_mm512_srlv_epi32(bits, idx), one);
+    const __m512i b1 = _mm512_and_si512(
+        _mm512_srlv_epi32(bits, _mm512_add_epi32(idx, _mm512_set1_epi32(16))), one);
+    *lo = _mm512_or_si512(*lo, _mm512_slli_epi32(b0, 4));
+    *hi = _mm512_or_si512(*hi, _mm512_slli_epi32(b1, 4));
+}
+
+static inline void dq32_q5_0(const uint8_t *p, vf *lo, vf *hi)
+{
+    const bt_block_q5_0_t *b = (const bt_block_q5_0_t *)p;
+    const vf d = vf_set1(_cvtsh_ss(b->d));
+    __m512i l, h;
+    q5_bits(b->qs, b->qh, &l, &h);
+    const __m512i sixteen = _mm512_set1_epi32(16);
+    *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(l, sixteen)));
+    *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(h, sixteen)));
+}
+
+static inline void dq32_q5_1(const uint8_t *p, vf *lo, vf *hi)
+{
+    const bt_block_q5_1_t *b = (const bt_block_q5_1_t *)p;
+    const vf d = vf_set1(_cvtsh_ss(b->d)), m = vf_set1(_cvtsh_ss(b->m));
+    __m512i l, h;
+    q5_bits(b->qs, b->qh, &l, &h);
+    *lo = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(l)), m);
+    *hi = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(h)), m);
+}
+
 /* 32 f16 / bf16 values: exact conversions, as to_float. */
 static inline void dq32_f16(const uint8_t *p, vf *lo, vf *hi)
 {
@@ -409,6 +446,8 @@ typedef void (*gemv_fn)(float *restrict, const bt_matrix_t *, const float *restr
 GEMV_FUSED(q8_0, sizeof(bt_block_q8_0_t))
 GEMV_FUSED(q4_0, sizeof(bt_block_q4_0_t))
 GEMV_FUSED(q4_1, sizeof(bt_block_q4_1_t))
+GEMV_FUSED(q5_0, sizeof(bt_block_q5_0_t))
+GEMV_FUSED(q5_1, sizeof(bt_block_q5_1_t))
 GEMV_FUSED(f16, 64)
 GEMV_FUSED(bf16, 64)
 
@@ -417,6 +456,8 @@ static gemv_fn fused_gemv(uint32_t type, int64_t n_in)
     if (n_in % 32 != 0) /* f16/bf16 rows of any length: the tiled path handles tails */
         return NULL;
     switch (type) {
+    case BT_TYPE_Q5_0: return gemv_q5_0;
+    case BT_TYPE_Q5_1: return gemv_q5_1;
     case BT_TYPE_Q4_K: return gemv_q4_k;
     case BT_TYPE_Q6_K: return gemv_q6_k;
     case BT_TYPE_F16: return gemv_f16;
