@@ -264,114 +264,47 @@ static inline void dq32_bf16(const uint8_t *p, vf *lo, vf *hi)
     *hi = bf16_to_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
 }
 
-/* R rows of a matrix-vector product, one accumulator per row taking k in
- * steps of VL in order, as tile(R, 1) does over dequantized rows. A macro
- * per type so the block's dequantization inlines (also inside the OpenMP
- * region, which a function pointer would keep out of reach). */
-#define GEMV_FUSED(t, bb_)                                                                        \
-    static inline __attribute__((always_inline)) void                                          \
-    gemv_rows_##t(float *restrict out, const uint8_t *w, size_t row_bytes,                     \
-                  const float *restrict x, int64_t n_in, const int R)                          \
-    {                                                                                          \
-        const size_t bb = (bb_); /* bytes of 32 elements */                                    \
-        vf acc[4];                                                                             \
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = vf_zero();                \
-        const int64_t nb = n_in / 32;                                                          \
-        /* the rows two groups ahead, a slice per block, into the cache: the four \
-         * interleaved row streams advance too slowly for the hardware prefetcher */ \
-        const char *ahead = (const char *)w + 8 * row_bytes;                                    \
-        const size_t slice = (4 * row_bytes + (size_t)nb - 1) / (size_t)nb;                    \
-        for (int64_t b = 0; b < nb; b++) {                                                     \
-            for (size_t o = 0; o < slice; o += 64)                                             \
-                _mm_prefetch(ahead + (size_t)b * slice + o, _MM_HINT_T0);                      \
-            const vf x0 = vf_load(x + 32 * b), x1 = vf_load(x + 32 * b + VL);                  \
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                              \
-                vf lo, hi;                                                                     \
-                dq32_##t(w + (size_t)r * row_bytes + (size_t)b * bb, &lo, &hi);                \
-                acc[r] = vf_fma(lo, x0, acc[r]);                                               \
-                acc[r] = vf_fma(hi, x1, acc[r]);                                               \
-            }                                                                                  \
-        }                                                                                      \
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) out[r] = vf_sum(acc[r]);           \
-    }                                                                                          \
-    static void gemv_##t(float *restrict out, const bt_matrix_t *w, const float *restrict x,   \
-                         const bt_scratch_t *s)                                                \
-    {                                                                                          \
-        const int64_t n_out = w->n_out, n_groups = (n_out + 3) / 4;                            \
-        const int team = team_size(s, (double)w->n_in * (double)n_out);                        \
-        _Pragma("omp parallel for schedule(static) num_threads(team) if (team > 1)")           \
-        for (int64_t g = 0; g < n_groups; g++) {                                               \
-            const int64_t r = 4 * g;                                                           \
-            const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;           \
-            if (n_out - r >= 4)                                                                \
-                gemv_rows_##t(out + r, wr, w->row_bytes, x, w->n_in, 4);                       \
-            else                                                                               \
-                for (int64_t i = r; i < n_out; i++, wr += w->row_bytes)                        \
-                    gemv_rows_##t(out + i, wr, w->row_bytes, x, w->n_in, 1);                   \
-        }                                                                                      \
-    }
+/* ---- block accumulators: fold one block's elements into *acc, in order ---- */
 
-/* Q4_K: per 256-element super-block the 8 sub-block steps and offsets,
- * then its 128 bytes of nibbles in element order: bytes 32c..32c+31 hold
- * elements 64c..64c+31 (low nibbles) and 64c+32..64c+63 (high). */
-static inline __attribute__((always_inline)) void
-gemv_rows_q4_k(float *restrict out, const uint8_t *w, size_t row_bytes, const float *restrict x,
-               int64_t n_in, const int R)
-{
-    vf acc[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        acc[r] = vf_zero();
-    const int64_t nsb = n_in / BT_QK_K;
-    const char *ahead = (const char *)w + 8 * row_bytes;
-    const size_t slice = (4 * row_bytes + (size_t)nsb - 1) / (size_t)nsb;
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        for (size_t o = 0; o < slice; o += 64)
-            _mm_prefetch(ahead + (size_t)sb * slice + o, _MM_HINT_T0);
-        const float *xs = x + sb * BT_QK_K;
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const bt_block_q4_k_t *b =
-                (const bt_block_q4_k_t *)(w + (size_t)r * row_bytes) + sb;
-            float step[8], off[8];
-            bt_k_steps(step, off, b->d, b->dmin, b->scales);
-            for (int c = 0; c < 4; c++) {
-                __m512i la, ha, lb, hb;
-                nibbles(b->qs + 32 * c, &la, &ha);
-                nibbles(b->qs + 32 * c + 16, &lb, &hb);
-                const vf s0 = vf_set1(step[2 * c]), o0 = vf_set1(off[2 * c]);
-                const vf s1 = vf_set1(step[2 * c + 1]), o1 = vf_set1(off[2 * c + 1]);
-                const float *xc = xs + 64 * c;
-                acc[r] = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s0, _mm512_cvtepi32_ps(la)), o0),
-                                vf_load(xc), acc[r]);
-                acc[r] = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s0, _mm512_cvtepi32_ps(lb)), o0),
-                                vf_load(xc + 16), acc[r]);
-                acc[r] = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s1, _mm512_cvtepi32_ps(ha)), o1),
-                                vf_load(xc + 32), acc[r]);
-                acc[r] = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s1, _mm512_cvtepi32_ps(hb)), o1),
-                                vf_load(xc + 48), acc[r]);
-            }
-        }
+#define ACC_BLOCK32(t)                                                                     \
+    static inline void acc_##t(vf *acc, const uint8_t *blk, const float *restrict x)       \
+    {                                                                                      \
+        vf lo, hi;                                                                         \
+        dq32_##t(blk, &lo, &hi);                                                           \
+        *acc = vf_fma(lo, vf_load(x), *acc);                                               \
+        *acc = vf_fma(hi, vf_load(x + VL), *acc);                                          \
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        out[r] = vf_sum(acc[r]);
-}
+ACC_BLOCK32(q8_0)
+ACC_BLOCK32(q4_0)
+ACC_BLOCK32(q4_1)
+ACC_BLOCK32(q5_0)
+ACC_BLOCK32(q5_1)
+ACC_BLOCK32(f16)
+ACC_BLOCK32(bf16)
 
-static void gemv_q4_k(float *restrict out, const bt_matrix_t *w, const float *restrict x,
-                      const bt_scratch_t *s)
+/* Q4_K: the 8 sub-block steps and offsets, then 128 bytes of nibbles in
+ * element order: bytes 32c..32c+31 hold elements 64c..64c+31 (low
+ * nibbles) and 64c+32..64c+63 (high). */
+static inline void acc_q4_k(vf *acc, const uint8_t *blk, const float *restrict x)
 {
-    const int64_t n_out = w->n_out, n_groups = (n_out + 3) / 4;
-    const int team = team_size(s, (double)w->n_in * (double)n_out);
-#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
-    for (int64_t g = 0; g < n_groups; g++) {
-        const int64_t r = 4 * g;
-        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-        if (n_out - r >= 4)
-            gemv_rows_q4_k(out + r, wr, w->row_bytes, x, w->n_in, 4);
-        else
-            for (int64_t i = r; i < n_out; i++, wr += w->row_bytes)
-                gemv_rows_q4_k(out + i, wr, w->row_bytes, x, w->n_in, 1);
+    const bt_block_q4_k_t *b = (const bt_block_q4_k_t *)blk;
+    float step[8], off[8];
+    bt_k_steps(step, off, b->d, b->dmin, b->scales);
+    for (int c = 0; c < 4; c++) {
+        __m512i la, ha, lb, hb;
+        nibbles(b->qs + 32 * c, &la, &ha);
+        nibbles(b->qs + 32 * c + 16, &lb, &hb);
+        const vf s0 = vf_set1(step[2 * c]), o0 = vf_set1(off[2 * c]);
+        const vf s1 = vf_set1(step[2 * c + 1]), o1 = vf_set1(off[2 * c + 1]);
+        const float *xc = x + 64 * c;
+        *acc = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s0, _mm512_cvtepi32_ps(la)), o0),
+                      vf_load(xc), *acc);
+        *acc = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s0, _mm512_cvtepi32_ps(lb)), o0),
+                      vf_load(xc + 16), *acc);
+        *acc = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s1, _mm512_cvtepi32_ps(ha)), o1),
+                      vf_load(xc + 32), *acc);
+        *acc = vf_fma(_mm512_sub_ps(_mm512_mul_ps(s1, _mm512_cvtepi32_ps(hb)), o1),
+                      vf_load(xc + 48), *acc);
     }
 }
 
@@ -392,64 +325,69 @@ static inline vf q6k_vec(const bt_block_q6_k_t *b, int h, int g, int l0)
     return _mm512_mul_ps(vf_set1(s), _mm512_cvtepi32_ps(q));
 }
 
-static inline __attribute__((always_inline)) void
-gemv_rows_q6_k(float *restrict out, const uint8_t *w, size_t row_bytes, const float *restrict x,
-               int64_t n_in, const int R)
+static inline void acc_q6_k(vf *acc, const uint8_t *blk, const float *restrict x)
 {
-    vf acc[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        acc[r] = vf_zero();
-    const int64_t nsb = n_in / BT_QK_K;
-    const char *ahead = (const char *)w + 8 * row_bytes;
-    const size_t slice = (4 * row_bytes + (size_t)nsb - 1) / (size_t)nsb;
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        for (size_t o = 0; o < slice; o += 64)
-            _mm_prefetch(ahead + (size_t)sb * slice + o, _MM_HINT_T0);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const bt_block_q6_k_t *b =
-                (const bt_block_q6_k_t *)(w + (size_t)r * row_bytes) + sb;
-            const float *xs = x + sb * BT_QK_K;
-            for (int h = 0; h < 2; h++)
-                for (int g = 0; g < 4; g++) {
-                    const float *xg = xs + 128 * h + 32 * g;
-                    acc[r] = vf_fma(q6k_vec(b, h, g, 0), vf_load(xg), acc[r]);
-                    acc[r] = vf_fma(q6k_vec(b, h, g, 16), vf_load(xg + 16), acc[r]);
-                }
+    const bt_block_q6_k_t *b = (const bt_block_q6_k_t *)blk;
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 4; g++) {
+            const float *xg = x + 128 * h + 32 * g;
+            *acc = vf_fma(q6k_vec(b, h, g, 0), vf_load(xg), *acc);
+            *acc = vf_fma(q6k_vec(b, h, g, 16), vf_load(xg + 16), *acc);
         }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        out[r] = vf_sum(acc[r]);
 }
 
-static void gemv_q6_k(float *restrict out, const bt_matrix_t *w, const float *restrict x,
-                      const bt_scratch_t *s)
-{
-    const int64_t n_out = w->n_out, n_groups = (n_out + 3) / 4;
-    const int team = team_size(s, (double)w->n_in * (double)n_out);
-#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
-    for (int64_t g = 0; g < n_groups; g++) {
-        const int64_t r = 4 * g;
-        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-        if (n_out - r >= 4)
-            gemv_rows_q6_k(out + r, wr, w->row_bytes, x, w->n_in, 4);
-        else
-            for (int64_t i = r; i < n_out; i++, wr += w->row_bytes)
-                gemv_rows_q6_k(out + i, wr, w->row_bytes, x, w->n_in, 1);
+/* The GEMV of one type: rows in groups of 4, each with one accumulator
+ * taking k in steps of VL in order, as tile(R, 1) does over dequantized
+ * rows, so the result is bitwise the tiled path's. The rows two groups
+ * ahead are prefetched a slice per block: four interleaved row streams
+ * advance too slowly for the hardware prefetcher. A macro per type keeps
+ * acc_t inlined, also inside the OpenMP region. */
+#define GEMV_FUSED(t, n_el, bb)                                                                \
+    static inline __attribute__((always_inline)) void                                          \
+    gemv_rows_##t(float *restrict out, const uint8_t *w, size_t row_bytes,                     \
+                  const float *restrict x, int64_t n_in, const int R)                          \
+    {                                                                                          \
+        vf acc[4];                                                                             \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = vf_zero();                \
+        const int64_t nb = n_in / (n_el);                                                      \
+        const char *ahead = (const char *)w + 8 * row_bytes;                                   \
+        const size_t slice = (4 * row_bytes + (size_t)nb - 1) / (size_t)nb;                    \
+        for (int64_t b = 0; b < nb; b++) {                                                     \
+            for (size_t o = 0; o < slice; o += 64)                                             \
+                _mm_prefetch(ahead + (size_t)b * slice + o, _MM_HINT_T0);                      \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                \
+                acc_##t(&acc[r], w + (size_t)r * row_bytes + (size_t)b * (bb), x + (n_el) * b); \
+        }                                                                                      \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) out[r] = vf_sum(acc[r]);           \
+    }                                                                                          \
+    static void gemv_##t(float *restrict out, const bt_matrix_t *w, const float *restrict x,   \
+                         const bt_scratch_t *s)                                                \
+    {                                                                                          \
+        const int64_t n_out = w->n_out, n_groups = (n_out + 3) / 4;                            \
+        const int team = team_size(s, (double)w->n_in * (double)n_out);                        \
+        _Pragma("omp parallel for schedule(static) num_threads(team) if (team > 1)")           \
+        for (int64_t g = 0; g < n_groups; g++) {                                               \
+            const int64_t r = 4 * g;                                                           \
+            const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;           \
+            if (n_out - r >= 4)                                                                \
+                gemv_rows_##t(out + r, wr, w->row_bytes, x, w->n_in, 4);                       \
+            else                                                                               \
+                for (int64_t i = r; i < n_out; i++, wr += w->row_bytes)                        \
+                    gemv_rows_##t(out + i, wr, w->row_bytes, x, w->n_in, 1);                   \
+        }                                                                                      \
     }
-}
 
 typedef void (*gemv_fn)(float *restrict, const bt_matrix_t *, const float *restrict,
                         const bt_scratch_t *);
-GEMV_FUSED(q8_0, sizeof(bt_block_q8_0_t))
-GEMV_FUSED(q4_0, sizeof(bt_block_q4_0_t))
-GEMV_FUSED(q4_1, sizeof(bt_block_q4_1_t))
-GEMV_FUSED(q5_0, sizeof(bt_block_q5_0_t))
-GEMV_FUSED(q5_1, sizeof(bt_block_q5_1_t))
-GEMV_FUSED(f16, 64)
-GEMV_FUSED(bf16, 64)
+GEMV_FUSED(q8_0, 32, sizeof(bt_block_q8_0_t))
+GEMV_FUSED(q4_0, 32, sizeof(bt_block_q4_0_t))
+GEMV_FUSED(q4_1, 32, sizeof(bt_block_q4_1_t))
+GEMV_FUSED(q5_0, 32, sizeof(bt_block_q5_0_t))
+GEMV_FUSED(q5_1, 32, sizeof(bt_block_q5_1_t))
+GEMV_FUSED(f16, 32, 64)
+GEMV_FUSED(bf16, 32, 64)
+GEMV_FUSED(q4_k, BT_QK_K, sizeof(bt_block_q4_k_t))
+GEMV_FUSED(q6_k, BT_QK_K, sizeof(bt_block_q6_k_t))
 
 static gemv_fn fused_gemv(uint32_t type, int64_t n_in)
 {
