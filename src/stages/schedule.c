@@ -13,20 +13,6 @@
 
 /* ---- setup ---- */
 
-/* One collective step of setup: all ranks learn whether any failed, and
- * only the lowest failing rank prints what it captured. */
-static bt_status_t agree(bt_pipe_t *p, bt_status_t st)
-{
-    int mine = st != BT_OK ? p->rank : p->n_stages, first;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, p->comm);
-    bt_log_flush_captured(first == p->rank);
-    if (first == p->n_stages)
-        return BT_OK;
-    int code = (int)st;
-    MPI_Bcast(&code, 1, MPI_INT, first, p->comm);
-    return (bt_status_t)code;
-}
-
 /* Rank 0 compares every rank's (file size, header hash) with its own and
  * reports the ranks that opened a different model. */
 static bt_status_t check_same_model(bt_pipe_t *p)
@@ -78,7 +64,7 @@ static bt_status_t partition(bt_pipe_t *p, const bt_pipe_config_t *cfg)
         st = bt_partition(p->model->hp.n_layer, p->n_stages, cfg->ratios, cfg->n_ratios, &c,
                           p->bounds);
     }
-    if ((st = agree(p, st)))
+    if ((st = bt_transport_agree(p->comm, st)))
         return st;
     MPI_Bcast(p->bounds, p->n_stages + 1, MPI_INT, 0, p->comm);
     return BT_OK;
@@ -97,21 +83,21 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
     bt_log_capture(1);
 
     bt_status_t st = bt_model_open(cfg->model_path, &p->model);
-    if ((st = agree(p, st)))
+    if ((st = bt_transport_agree(p->comm, st)))
         goto fail;
     p->file_size = p->model->gguf->file_size;
     p->header_hash = bt_gguf_header_hash(p->model->gguf);
-    if ((st = agree(p, check_same_model(p))))
+    if ((st = bt_transport_agree(p->comm, check_same_model(p))))
         goto fail;
 
     p->bounds = malloc(sizeof(int) * (size_t)(p->n_stages + 1));
-    if ((st = agree(p, p->bounds ? BT_OK : BT_ERR_NOMEM)) || (st = partition(p, cfg)))
+    if ((st = bt_transport_agree(p->comm, p->bounds ? BT_OK : BT_ERR_NOMEM)) || (st = partition(p, cfg)))
         goto fail;
 
     st = bt_model_bind(p->model, p->bounds[p->rank], p->bounds[p->rank + 1], p->first, p->last);
     if (st == BT_OK)
         st = bt_model_place_weights(p->model, !cfg->no_mmap);
-    if ((st = agree(p, st)))
+    if ((st = bt_transport_agree(p->comm, st)))
         goto fail;
 
     st = bt_forward_init(p->model, cfg->ops, cfg->n_ctx, cfg->max_tok, cfg->n_threads, &p->fwd);
@@ -131,7 +117,7 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
     if (st == BT_OK)
         st = bt_transport_init(&p->tr, comm, cfg->max_tok, p->model->hp.n_embd,
                                p->tracing ? &p->trace : NULL);
-    if ((st = agree(p, st)))
+    if ((st = bt_transport_agree(p->comm, st)))
         goto fail;
     bt_forward_set_progress(p->fwd, progress_cb, &p->tr);
     bt_log_capture(0);

@@ -188,7 +188,8 @@ bt_status_t bt_transport_recv_int(bt_transport_t *t, int src, bt_tag_t tag, int3
 
 bt_status_t bt_transport_agree(MPI_Comm comm, bt_status_t st)
 {
-    /* encode (status, rank) so the lowest failing rank's status wins */
+    /* (rank, status) in one int so a single reduction finds the lowest
+     * failing rank and its status */
     int rank, size;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
@@ -196,5 +197,6 @@ bt_status_t bt_transport_agree(MPI_Comm comm, bt_status_t st)
     int first;
     if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
         return BT_ERR_MPI;
+    bt_log_flush_captured(first / 16 == rank);
     return first >= size * 16 ? BT_OK : (bt_status_t)(-(first % 16));
 }

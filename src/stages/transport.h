@@ -97,7 +97,9 @@ bt_status_t bt_transport_recv_int(bt_transport_t *t, int src, bt_tag_t tag, int3
 
 /* Combines each rank's status: every rank returns the first non-OK status
  * of any rank (lowest rank first), so all ranks fail together and none
- * waits for a peer that gave up. The failing rank has already logged. */
+ * waits for a peer that gave up. Messages captured with bt_log_capture()
+ * are printed by that lowest failing rank only and dropped elsewhere, so
+ * a failure every rank saw alike is reported once. */
 bt_status_t bt_transport_agree(MPI_Comm comm, bt_status_t st);
 
 /* Decodes an MPI error code into a message and returns BT_ERR_MPI. */
