@@ -27,6 +27,7 @@
 #include "params.h"
 #include "report.h"
 #include "results_h5.h"
+#include "rng.h"
 #include "stages/partition.h"
 #include "stages/schedule.h"
 
@@ -113,14 +114,6 @@ static bt_status_t gather_provenance(bench_t *b, int argc, char **argv)
 }
 
 /* ---- one test ---- */
-
-static uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
 
 /* Prompt in logical batches of -b, each in micro-batches of -ub. */
 static bt_status_t run_prompt(bt_pipe_t *p, const bt_bench_test_t *t, const int32_t *tokens,
@@ -209,9 +202,10 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         st = BT_ERR_NOMEM;
         goto done;
     }
-    uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)index;
+    bt_rng_t rng;
+    bt_rng_seed(&rng, (uint64_t)index);
     for (int i = 0; i < n_tok; i++)
-        ids[i] = (int32_t)(rng_next(&seed) % (uint64_t)p.model->hp.n_vocab);
+        ids[i] = (int32_t)(bt_rng_next(&rng) % (uint64_t)p.model->hp.n_vocab);
 
     iso_now(row->test_time, sizeof row->test_time);
     if (prm->warmup) /* like llama-bench: the prompt once and one decode step */

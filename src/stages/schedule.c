@@ -177,14 +177,6 @@ static bt_status_t head(bt_pipe_t *p, const float *x, int nt, int pos, bool fina
     return st;
 }
 
-static void trace_span(bt_pipe_t *p, int kind, int mb, double t0)
-{
-    if (p->tracing)
-        bt_trace_add(&p->trace, kind, mb, t0, bt_trace_now(&p->trace));
-}
-
-static double trace_now(const bt_pipe_t *p) { return p->tracing ? bt_trace_now(&p->trace) : 0.0; }
-
 /* One prompt or decode step through the pipeline. With stop != NULL a
  * rank after the first may receive STOP instead of micro-batch 0: it passes
  * it on, sets *stop and returns. */
@@ -223,14 +215,14 @@ static bt_status_t run(bt_pipe_t *p, const int32_t *tokens, int n_tokens, int po
             if (mb + 1 < n_mb && (st = bt_transport_post_recv(t, (mb + 1) % BT_TRANSPORT_SLOTS)))
                 break;
         }
-        double t0 = trace_now(p);
+        double t0 = bt_trace_now(p->tr.trace);
         if (p->first && (st = bt_forward_embed(p->fwd, tokens + mb * ubatch, nt, x)))
             break;
         if ((st = bt_forward_layers(p->fwd, x, nt, pos)))
             break;
         if (p->last)
             st = head(p, x, nt, pos, mb == n_mb - 1, on_logits, arg, &token);
-        trace_span(p, BT_EV_COMPUTE, mb, t0);
+        bt_trace_span(p->tr.trace, BT_EV_COMPUTE, mb, t0);
         if (st != BT_OK)
             break;
         if (!p->last && (st = bt_transport_send(t, slot)))
@@ -240,9 +232,9 @@ static bt_status_t run(bt_pipe_t *p, const int32_t *tokens, int n_tokens, int po
                 st = bt_transport_send_int(t, 0, BT_TAG_DONE, mb);
             } else if (p->first) {
                 int32_t done;
-                t0 = trace_now(p);
+                t0 = bt_trace_now(p->tr.trace);
                 st = bt_transport_recv_int(t, last_rank, BT_TAG_DONE, &done);
-                trace_span(p, BT_EV_TOKEN_WAIT, mb, t0);
+                bt_trace_span(p->tr.trace, BT_EV_TOKEN_WAIT, mb, t0);
             }
         }
     }
@@ -252,9 +244,9 @@ static bt_status_t run(bt_pipe_t *p, const int32_t *tokens, int n_tokens, int po
         if (p->last) {
             st = bt_transport_send_int(t, 0, BT_TAG_TOKEN, token);
         } else if (p->first) {
-            double t0 = trace_now(p);
+            double t0 = bt_trace_now(p->tr.trace);
             st = bt_transport_recv_int(t, last_rank, BT_TAG_TOKEN, &token);
-            trace_span(p, BT_EV_TOKEN_WAIT, n_mb - 1, t0);
+            bt_trace_span(p->tr.trace, BT_EV_TOKEN_WAIT, n_mb - 1, t0);
         }
     }
     if (st == BT_OK && p->first && next != NULL)

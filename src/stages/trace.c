@@ -30,15 +30,28 @@ void bt_trace_start(bt_trace_t *t)
     t->origin = bt_now();
 }
 
-double bt_trace_now(const bt_trace_t *t) { return bt_now() - t->origin; }
+double bt_trace_now(const bt_trace_t *t) { return t != NULL ? bt_now() - t->origin : 0.0; }
 
 void bt_trace_add(bt_trace_t *t, int kind, int mb, double t0, double t1)
 {
+    if (t == NULL)
+        return;
     if (t->n >= t->cap) {
         t->overflow = true;
         return;
     }
     t->ev[t->n++] = (bt_event_t){t0, t1, kind, mb};
+}
+
+void bt_trace_span(bt_trace_t *t, int kind, int mb, double t0)
+{
+    bt_trace_add(t, kind, mb, t0, bt_trace_now(t));
+}
+
+void bt_trace_mark(bt_trace_t *t, int kind, int mb)
+{
+    double now = bt_trace_now(t);
+    bt_trace_add(t, kind, mb, now, now);
 }
 
 const char *bt_event_name(int kind)

@@ -41,9 +41,15 @@ bt_status_t bt_trace_init(bt_trace_t *t, int cap);
 void bt_trace_free(bt_trace_t *t);
 /* Drops all events and sets the origin to now. */
 void bt_trace_start(bt_trace_t *t);
+/* Recording through a NULL trace does nothing (and bt_trace_now gives 0),
+ * so callers pass their trace pointer whether or not they trace. */
 /* Seconds since the origin. */
 double bt_trace_now(const bt_trace_t *t);
 void bt_trace_add(bt_trace_t *t, int kind, int mb, double t0, double t1);
+/* An event from t0 to now. */
+void bt_trace_span(bt_trace_t *t, int kind, int mb, double t0);
+/* An instant event now. */
+void bt_trace_mark(bt_trace_t *t, int kind, int mb);
 
 /* Per-stage totals over the trace's span [first event, last event]. */
 typedef struct bt_trace_stats {

@@ -63,27 +63,14 @@ float *bt_transport_payload(const bt_transport_t *t, int slot)
     return (float *)((char *)t->buf[slot] + sizeof(bt_act_header_t));
 }
 
-static void trace_add(bt_transport_t *t, int kind, int mb, double t0)
-{
-    if (t->trace != NULL)
-        bt_trace_add(t->trace, kind, mb, t0, kind == BT_EV_SEND_DONE || kind == BT_EV_SEND_POSTED
-                                                 ? t0
-                                                 : bt_trace_now(t->trace));
-}
-
-static double trace_now(const bt_transport_t *t)
-{
-    return t->trace != NULL ? bt_trace_now(t->trace) : 0.0;
-}
-
 bt_status_t bt_transport_acquire(bt_transport_t *t, int slot)
 {
     if (t->send_req[slot] == MPI_REQUEST_NULL)
         return BT_OK;
-    double t0 = trace_now(t);
+    double t0 = bt_trace_now(t->trace);
     BT_MPI_CHECK(MPI_Wait(&t->send_req[slot], MPI_STATUS_IGNORE));
-    trace_add(t, BT_EV_SEND_WAIT, t->send_mb[slot], t0);
-    trace_add(t, BT_EV_SEND_DONE, t->send_mb[slot], trace_now(t));
+    bt_trace_span(t->trace, BT_EV_SEND_WAIT, t->send_mb[slot], t0);
+    bt_trace_mark(t->trace, BT_EV_SEND_DONE, t->send_mb[slot]);
     return BT_OK;
 }
 
@@ -102,9 +89,9 @@ bt_status_t bt_transport_wait_recv(bt_transport_t *t, int slot, int expect_mb, i
 {
     MPI_Status *status = &t->recv_status[slot];
     if (t->recv_req[slot] != MPI_REQUEST_NULL) { /* else a progress test completed it */
-        double t0 = trace_now(t);
+        double t0 = bt_trace_now(t->trace);
         BT_MPI_CHECK(MPI_Wait(&t->recv_req[slot], status));
-        trace_add(t, BT_EV_RECV_WAIT, expect_mb, t0);
+        bt_trace_span(t->trace, BT_EV_RECV_WAIT, expect_mb, t0);
     }
     int bytes = 0;
     MPI_Get_count(status, MPI_BYTE, &bytes);
@@ -132,7 +119,7 @@ bt_status_t bt_transport_send(bt_transport_t *t, int slot)
     BT_MPI_CHECK(MPI_Isend(t->buf[slot], (int)bytes, MPI_BYTE, t->next, BT_TAG_ACT, t->comm,
                            &t->send_req[slot]));
     t->send_mb[slot] = h->mb;
-    trace_add(t, BT_EV_SEND_POSTED, h->mb, trace_now(t));
+    bt_trace_mark(t->trace, BT_EV_SEND_POSTED, h->mb);
     if (t->next != MPI_PROC_NULL) {
         t->act_sent_to[t->next]++;
         t->bytes_sent += bytes;
@@ -160,7 +147,7 @@ void bt_transport_progress(bt_transport_t *t)
             MPI_Test(&t->recv_req[i], &done, &t->recv_status[i]);
         if (t->send_req[i] != MPI_REQUEST_NULL &&
             MPI_Test(&t->send_req[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
-            trace_add(t, BT_EV_SEND_DONE, t->send_mb[i], trace_now(t));
+            bt_trace_mark(t->trace, BT_EV_SEND_DONE, t->send_mb[i]);
     }
 }
 
