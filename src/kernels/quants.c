@@ -123,6 +123,48 @@ static void store_u32le(uint8_t *p, uint32_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* The levels of one 32-element block of the legacy formats (Q4_0, Q4_1,
+ * Q5_0, Q5_1), for 4 or 5 bits. Symmetric: q = level + 2^(bits-1) with d
+ * from sym_scale. Affine: m = min rounded down, d = (max - m) / (2^bits -
+ * 1) rounded up, q in 0 .. 2^bits - 1. */
+static void levels_sym(const float *x, int bits, uint16_t *d16, int *q)
+{
+    const int half = 1 << (bits - 1);
+    *d16 = sym_scale(x, 32, half);
+    const double d = bt_f16_to_f32(*d16);
+    for (int j = 0; j < 32; j++)
+        q[j] = quant_level(x[j], d, -half, half - 1) + half;
+}
+
+static void levels_affine(const float *x, int bits, uint16_t *d16, uint16_t *m16, int *q)
+{
+    const int top = (1 << bits) - 1;
+    double lo, hi;
+    minmax(x, 32, &lo, &hi);
+    *m16 = f16_down(lo);
+    const double m = bt_f16_to_f32(*m16);
+    *d16 = f16_up((hi - m) / top);
+    const double d = bt_f16_to_f32(*d16);
+    for (int j = 0; j < 32; j++)
+        q[j] = quant_level(x[j] - m, d, 0, top);
+}
+
+/* Low 4 bits of elements j and j + 16 into byte j; bit 4 of element j
+ * into bit j of the little-endian qh (5-bit formats). */
+static void pack_nibbles(uint8_t *qs, const int *q)
+{
+    for (int j = 0; j < 16; j++)
+        qs[j] = (uint8_t)((q[j] & 0xf) | (q[j + 16] & 0xf) << 4);
+}
+
+static void pack_qh(uint8_t *qh, const int *q)
+{
+    uint32_t v = 0;
+    for (int j = 0; j < 32; j++)
+        v |= (uint32_t)(q[j] >> 4) << j;
+    store_u32le(qh, v);
+}
+
 /* ---- Q4_0 ---- */
 
 void bt_to_float_q4_0(float *restrict out, const void *restrict in, int64_t n)
@@ -144,15 +186,10 @@ void bt_to_float_q4_0(float *restrict out, const void *restrict in, int64_t n)
 void bt_from_float_q4_0(void *restrict out, const float *restrict in, int64_t n)
 {
     bt_block_q4_0_t *b = out;
+    int q[32];
     for (int64_t i = 0; i < n / BT_QK4_0; i++) {
-        const float *x = in + i * BT_QK4_0;
-        b[i].d = sym_scale(x, BT_QK4_0, 8);
-        const double d = bt_f16_to_f32(b[i].d);
-        for (int j = 0; j < BT_QK4_0 / 2; j++) {
-            int q0 = quant_level(x[j], d, -8, 7) + 8;
-            int q1 = quant_level(x[j + BT_QK4_0 / 2], d, -8, 7) + 8;
-            b[i].qs[j] = (uint8_t)(q0 | q1 << 4);
-        }
+        levels_sym(in + i * BT_QK4_0, 4, &b[i].d, q);
+        pack_nibbles(b[i].qs, q);
     }
 }
 
@@ -176,19 +213,10 @@ void bt_to_float_q4_1(float *restrict out, const void *restrict in, int64_t n)
 void bt_from_float_q4_1(void *restrict out, const float *restrict in, int64_t n)
 {
     bt_block_q4_1_t *b = out;
+    int q[32];
     for (int64_t i = 0; i < n / BT_QK4_1; i++) {
-        const float *x = in + i * BT_QK4_1;
-        double lo, hi;
-        minmax(x, BT_QK4_1, &lo, &hi);
-        b[i].m = f16_down(lo);
-        const double m = bt_f16_to_f32(b[i].m);
-        b[i].d = f16_up((hi - m) / 15);
-        const double d = bt_f16_to_f32(b[i].d);
-        for (int j = 0; j < BT_QK4_1 / 2; j++) {
-            int q0 = quant_level(x[j] - m, d, 0, 15);
-            int q1 = quant_level(x[j + BT_QK4_1 / 2] - m, d, 0, 15);
-            b[i].qs[j] = (uint8_t)(q0 | q1 << 4);
-        }
+        levels_affine(in + i * BT_QK4_1, 4, &b[i].d, &b[i].m, q);
+        pack_nibbles(b[i].qs, q);
     }
 }
 
@@ -214,18 +242,11 @@ void bt_to_float_q5_0(float *restrict out, const void *restrict in, int64_t n)
 void bt_from_float_q5_0(void *restrict out, const float *restrict in, int64_t n)
 {
     bt_block_q5_0_t *b = out;
+    int q[32];
     for (int64_t i = 0; i < n / BT_QK5_0; i++) {
-        const float *x = in + i * BT_QK5_0;
-        b[i].d = sym_scale(x, BT_QK5_0, 16);
-        const double d = bt_f16_to_f32(b[i].d);
-        uint32_t qh = 0;
-        for (int j = 0; j < BT_QK5_0 / 2; j++) {
-            int q0 = quant_level(x[j], d, -16, 15) + 16;
-            int q1 = quant_level(x[j + BT_QK5_0 / 2], d, -16, 15) + 16;
-            b[i].qs[j] = (uint8_t)((q0 & 0xf) | (q1 & 0xf) << 4);
-            qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + BT_QK5_0 / 2);
-        }
-        store_u32le(b[i].qh, qh);
+        levels_sym(in + i * BT_QK5_0, 5, &b[i].d, q);
+        pack_nibbles(b[i].qs, q);
+        pack_qh(b[i].qh, q);
     }
 }
 
@@ -251,22 +272,11 @@ void bt_to_float_q5_1(float *restrict out, const void *restrict in, int64_t n)
 void bt_from_float_q5_1(void *restrict out, const float *restrict in, int64_t n)
 {
     bt_block_q5_1_t *b = out;
+    int q[32];
     for (int64_t i = 0; i < n / BT_QK5_1; i++) {
-        const float *x = in + i * BT_QK5_1;
-        double lo, hi;
-        minmax(x, BT_QK5_1, &lo, &hi);
-        b[i].m = f16_down(lo);
-        const double m = bt_f16_to_f32(b[i].m);
-        b[i].d = f16_up((hi - m) / 31);
-        const double d = bt_f16_to_f32(b[i].d);
-        uint32_t qh = 0;
-        for (int j = 0; j < BT_QK5_1 / 2; j++) {
-            int q0 = quant_level(x[j] - m, d, 0, 31);
-            int q1 = quant_level(x[j + BT_QK5_1 / 2] - m, d, 0, 31);
-            b[i].qs[j] = (uint8_t)((q0 & 0xf) | (q1 & 0xf) << 4);
-            qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + BT_QK5_1 / 2);
-        }
-        store_u32le(b[i].qh, qh);
+        levels_affine(in + i * BT_QK5_1, 5, &b[i].d, &b[i].m, q);
+        pack_nibbles(b[i].qs, q);
+        pack_qh(b[i].qh, q);
     }
 }
 
