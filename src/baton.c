@@ -64,7 +64,8 @@ static void usage(FILE *f)
             "      --repeat-last-n N     tokens the penalty looks at (default 64)\n"
             "  -s, --seed N              sampling seed (default: random)\n"
             "      --print-token-ids     after the text, the generated ids on one line\n"
-            "  -c, --ctx-size N          context length (default: prompt + N, or 4096 for -i)\n"
+            "  -c, --ctx-size N          context length (default: --tokens prompt + N; text: the\n"
+            "                            model's, at most 4096)\n"
             "  -b, --batch-size N        logical batch: prompt tokens per prefill call (2048)\n"
             "  -ub, --ubatch-size N      micro-batch: tokens per pipeline step (512)\n"
             "      --pipeline 0|1        1: GPipe prefill (default); 0: one micro-batch at a time\n"
@@ -585,8 +586,9 @@ static bt_status_t prepare(run_state_t *r)
 static int run(const options_t *o, MPI_Comm comm)
 {
     run_state_t r = {.o = o, .comm = comm};
-    /* the cache: exactly what a one-shot run needs, 4096 (or the model's
-     * context if smaller) for text, where the prompt length is known later */
+    /* the cache: exactly what a --tokens run needs; for text, where the
+     * prompt length is known later, 0 lets the pipe take the model's context
+     * (at most BT_DEFAULT_CTX) */
     int ubatch = o->ubatch;
     int n_ctx = o->n_ctx;
     if (o->tokens != NULL) {
@@ -607,17 +609,6 @@ static int run(const options_t *o, MPI_Comm comm)
         .trace_events = o->trace || o->verbose ? 1 << 16 : 0,
         .no_mmap = !o->mmap,
     };
-    if (cfg.n_ctx == 0) {
-        /* the model's context, capped; known only after opening it */
-        bt_model_t *m;
-        bt_status_t st = bt_model_open(o->model, &m);
-        if (st == BT_OK) {
-            cfg.n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
-            bt_model_free(m);
-        } else {
-            cfg.n_ctx = 4096; /* bt_pipe_init reports the error on every rank alike */
-        }
-    }
     if (bt_pipe_init(&r.pipe, comm, &cfg) != BT_OK)
         return 1;
     bt_pipe_t *p = &r.pipe;

@@ -38,12 +38,15 @@ typedef enum bt_pipe_mode {
     BT_PIPE_GPIPE = 1,
 } bt_pipe_mode_t;
 
+/* Context used when none is asked for and the model's is longer. */
+#define BT_DEFAULT_CTX 4096
+
 typedef struct bt_pipe_config {
     const char *model_path;
     const double *ratios; /* -ts; NULL balances by cost */
     int n_ratios;
     double head_share;    /* fraction of tokens whose logits are computed (cost model) */
-    int n_ctx;
+    int n_ctx;            /* 0: the model's context length, at most BT_DEFAULT_CTX */
     int max_tok;          /* largest micro-batch (-ub) */
     int n_threads;
     const bt_ops_t *ops;
