@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
+#include "kernels/cpu_internal.h"
 #include "synth.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
@@ -479,7 +480,7 @@ static uint64_t cold_bytes(void)
 /* One line of the table: a timed kernel, or (kernel NULL) a width the
  * type cannot hold. */
 typedef struct kb_row {
-    const char *kernel; /* "gemv", "gemm", "gemv ref", "gemm ref" */
+    const char *kernel; /* "gemv", "gemm", "gemv exact", ..., "gemm ref" */
     uint32_t type;
     const char *shape, *mat;
     int64_t n_in, n_out;
@@ -549,10 +550,15 @@ static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
         const bool ref = ops[o] == &bt_ops_ref; /* one thread, whatever -t says */
         const int n_threads = ref ? 1 : p->threads.n;
         for (int gemm = 0; gemm < 2; gemm++) {
-            const char *kernel = ref ? (gemm ? "gemm ref" : "gemv ref") : gemm ? "gemm" : "gemv";
+            static const char *const names[3][2] = {
+                {"gemv", "gemm"}, {"gemv exact", "gemm exact"}, {"gemv ref", "gemm ref"}};
+            const char *kernel = names[ref ? 2 : ops[o] == &bt_ops_exact][gemm];
             for (int i = 0; i < KB_N_MATS; i++) {
                 const int w = m[i].n_in == s->n_embd ? 0 : 1;
                 if (!have[w] || (gemm && !m[i].gemm))
+                    continue;
+                /* exact differs from cpu only where cpu quantizes activations */
+                if (ops[o] == &bt_ops_exact && !bt_cpu_q8_supports(type, m[i].n_in))
                     continue;
                 const int n_tok_list = gemm ? p->kernel_tokens.n : 1;
                 for (int k = 0; k < n_tok_list; k++)
@@ -706,7 +712,7 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
     kb_run_t r = {
         .p = p,
         .scratch_per_thread = bt_scratch_floats(max_in, 1),
-        .max_rows = n_shapes * n_types * (2 + per_ops * (p->ref_kernels ? 2 : 1)),
+        .max_rows = n_shapes * n_types * (2 + per_ops * (p->ref_kernels ? 3 : 2)), /* cpu, exact, ref */
     };
     r.peaks = calloc((size_t)p->threads.n + 1, sizeof *r.peaks);
     r.x = malloc(sizeof(float) * (size_t)max_tok * (size_t)max_in);
@@ -739,11 +745,11 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
         r.load[0] = -1.0;
     if ((st = measure_machine(p, r.peaks, r.n_peaks)) != BT_OK)
         goto fail_alloc;
-    const bt_ops_t *ops[2] = {&bt_ops_cpu, &bt_ops_ref};
+    const bt_ops_t *ops[3] = {&bt_ops_cpu, &bt_ops_exact, &bt_ops_ref};
     const double t0 = bt_now();
     for (int s = 0; s < n_shapes; s++)
         for (int t = 0; t < n_types; t++) {
-            time_type(&r, &shapes[s], types[t], ops, p->ref_kernels ? 2 : 1, cold);
+            time_type(&r, &shapes[s], types[t], ops, p->ref_kernels ? 3 : 2, cold);
             bt_log_info("kernels: %s %s timed (%.0f s)", shapes[s].name,
                         bt_type_info(types[t])->name, bt_now() - t0);
         }

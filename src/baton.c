@@ -39,7 +39,8 @@ typedef struct options {
     int print_ids;
     const char *dump_logits;
     const char *trace;
-    int ref_kernels, verbose, help;
+    const bt_ops_t *ops; /* --kernels */
+    int verbose, help;
     int mmap;            /* 1: map the weights (default); 0: read them into memory */
 } options_t;
 
@@ -73,7 +74,9 @@ static void usage(FILE *f)
             "  -t, --threads N           OpenMP threads per rank (default: cores / ranks per node)\n"
             "      --dump-logits FILE    raw little-endian f32 rows of n_vocab per position\n"
             "      --trace FILE.json     Chrome trace of every rank's micro-batches (Perfetto)\n"
-            "      --kernels cpu|ref     fast kernels (default) or the scalar reference\n"
+            "      --kernels cpu|exact|ref  cpu: fast, 8-bit activations for Q4_0/Q4_1/Q5_0/\n"
+            "                            Q5_1/Q8_0 as llama.cpp (default); exact: fast, f32\n"
+            "                            activations; ref: the scalar reference (slow)\n"
             "      --mmap 0|1            1: map the weights from the file (default); 0: read\n"
             "                            this rank's weights into memory (--no-mmap)\n"
             "  -v, --verbose             more logging\n"
@@ -146,7 +149,7 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    *o = (options_t){.n_predict = -1, .batch = 2048, .ubatch = 512, .pipeline = 1,
+    *o = (options_t){.ops = &bt_ops_cpu, .n_predict = -1, .batch = 2048, .ubatch = 512, .pipeline = 1,
                      .threads = default_threads, .sampling = bt_sampler_defaults(),
                      .mmap = 1};
     normalize_argv(argc, argv);
@@ -189,13 +192,13 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         case 't': st = bt_parse_int("--threads", optarg, 1, 1024, &o->threads); break;
         case OPT_DUMP: o->dump_logits = optarg; break;
         case OPT_TRACE: o->trace = optarg; break;
-        case OPT_REF: o->ref_kernels = 1; break;
+        case OPT_REF: o->ops = &bt_ops_ref; break;
         case OPT_KERNELS:
-            if (strcmp(optarg, "ref") && strcmp(optarg, "cpu")) {
-                bt_log_error("--kernels: '%s' is not one of cpu, ref", optarg);
+            o->ops = bt_ops_by_name(optarg);
+            if (o->ops == NULL) {
+                bt_log_error("--kernels: '%s' is not one of cpu, exact, ref", optarg);
                 st = BT_ERR_ARG;
             }
-            o->ref_kernels = strcmp(optarg, "ref") == 0;
             break;
         case OPT_MMAP: st = bt_parse_int("--mmap", optarg, 0, 1, &o->mmap); break;
         case OPT_NO_MMAP: o->mmap = 0; break;
@@ -533,7 +536,7 @@ static void print_results(const run_state_t *r)
                 gt > 0 ? 1e3 * r->n_decode / gt : 0.0);
     bt_log_info("%d rank%s x %d threads, -ub %d, pipeline %d, %s kernels", r->pipe.n_stages,
                 r->pipe.n_stages > 1 ? "s" : "", o->threads, o->ubatch, o->pipeline,
-                o->ref_kernels ? "reference" : "cpu");
+                o->ops->name);
 }
 
 /* Checks every rank makes alike (so they fail together), then the run. */
@@ -604,7 +607,7 @@ static int run(const options_t *o, MPI_Comm comm)
         .n_ctx = n_ctx,
         .max_tok = ubatch,
         .n_threads = o->threads,
-        .ops = o->ref_kernels ? &bt_ops_ref : &bt_ops_cpu,
+        .ops = o->ops,
         .all_logits = o->dump_logits != NULL,
         .trace_events = o->trace || o->verbose ? 1 << 16 : 0,
         .no_mmap = !o->mmap,

@@ -3,7 +3,7 @@
  *   types:       f16/bf16 conversions (all 65536 patterns; round to nearest
  *                even against an independent oracle), Q8_0 error bounds, the
  *                type table, row sizes
- *   matmul:      bt_ops_cpu vs bt_ops_ref vs double for every supported type,
+ *   matmul:      bt_ops_exact vs bt_ops_ref vs double for every supported type,
  *                awkward shapes, 1-3 threads, padded rows
  *   attention:   cpu vs ref vs softmax(q.k/sqrt(d)) v in double; GQA, odd
  *                head_dim, pos0 > 0, causality, 1-3 threads
@@ -574,7 +574,7 @@ static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint6
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(n_in, 1, nth);
         memset(out_cpu, 0xff, n_o * sizeof(float)); /* nan: every element must be written */
-        bt_ops_cpu.matmul(out_cpu, &w.m, x, n_tok, &s);
+        bt_ops_exact.matmul(out_cpu, &w.m, x, n_tok, &s);
         char what[64];
         snprintf(what, sizeof what, "threads %d pad %llu", nth, (unsigned long long)pad);
         mm_compare(out_cpu, out_ref, &w, x, n_tok, what);
@@ -647,11 +647,11 @@ static void matmul_invariance(uint32_t type, int64_t n_in)
     float *part = xmalloc((size_t)(NT * n_out) * sizeof(float));
     fill(x, (size_t)(NT * n_in), &r, -2.0f, 2.0f);
     bt_scratch_t s1 = scratch_make(n_in, 1, 1);
-    bt_ops_cpu.matmul(full, &w.m, x, NT, &s1);
+    bt_ops_exact.matmul(full, &w.m, x, NT, &s1);
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(n_in, 1, nth);
         memset(part, 0xff, (size_t)(NT * n_out) * sizeof(float));
-        bt_ops_cpu.matmul(part, &w.m, x, NT, &s);
+        bt_ops_exact.matmul(part, &w.m, x, NT, &s);
         CHECK_MSG(memcmp(part, full, (size_t)(NT * n_out) * sizeof(float)) == 0,
                   "%s: %d threads differ from 1", bt_type_info(type)->name, nth);
         for (size_t p = 0; p < sizeof splits / sizeof splits[0]; p++) {
@@ -659,7 +659,7 @@ static void matmul_invariance(uint32_t type, int64_t n_in)
             int idx = 0;
             for (int t = 0; t < NT;) {
                 int n = split_next(splits[p], &idx, NT - t);
-                bt_ops_cpu.matmul(part + (size_t)t * n_out, &w.m, x + (size_t)t * n_in, n, &s);
+                bt_ops_exact.matmul(part + (size_t)t * n_out, &w.m, x + (size_t)t * n_in, n, &s);
                 t += n;
             }
             for (int t = 0; t < NT; t++)

@@ -11,7 +11,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "cpu_internal.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -83,17 +83,6 @@ static inline vf vf_load_n(const float *p, int n)
 }
 static inline void vf_store_n(float *p, vf a, int n) { memcpy(p, &a, sizeof(float) * (size_t)n); }
 #endif
-
-/* Work (multiply-adds) below which a kernel runs on the calling thread:
- * waking a team costs tens of microseconds on a busy or virtualized
- * machine, more than a small matrix-vector product takes. Which thread
- * computes an element never changes its value, so this is only speed. */
-#define BT_PARALLEL_MIN_WORK (1 << 18)
-
-static inline int team_size(const bt_scratch_t *s, double work)
-{
-    return work >= BT_PARALLEL_MIN_WORK ? s->n_threads : 1;
-}
 
 /* ---- matmul ---- */
 
@@ -364,7 +353,7 @@ static inline void acc_q6_k(vf *acc, const uint8_t *blk, const float *restrict x
                          const bt_scratch_t *s)                                                \
     {                                                                                          \
         const int64_t n_out = w->n_out, n_groups = (n_out + 3) / 4;                            \
-        const int team = team_size(s, (double)w->n_in * (double)n_out);                        \
+        const int team = bt_team_size(s, (double)w->n_in * (double)n_out);                        \
         _Pragma("omp parallel for schedule(static) num_threads(team) if (team > 1)")           \
         for (int64_t g = 0; g < n_groups; g++) {                                               \
             const int64_t r = 4 * g;                                                           \
@@ -412,8 +401,8 @@ static gemv_fn fused_gemv(uint32_t type, int64_t n_in)
  * into its scratch (f32 rows are used in place), and multiplies them with
  * every token, 4 tokens x 4 rows at a time so a tile of x stays in L1 while
  * the dequantized rows stay in L2. */
-static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
-                       int n_tok, const bt_scratch_t *s)
+static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                         int n_tok, const bt_scratch_t *s)
 {
     const int64_t n_in = w->n_in, n_out = w->n_out;
 #ifdef BT_FUSED_GEMV
@@ -429,7 +418,7 @@ static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *r
     const bool direct = w->type == BT_TYPE_F32;
     const bt_to_float_fn to_float = bt_type_to_float_fast(bt_type_info(w->type));
 
-    const int team = team_size(s, (double)n_tok * (double)n_in * (double)n_out);
+    const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
     for (int64_t b = 0; b < n_blocks; b++) {
         const int64_t r0 = b * BT_MATMUL_ROWS;
@@ -628,7 +617,7 @@ static void cpu_attention(float *restrict out, const float *restrict q, const fl
     const int kv_dim = n_head_kv * head_dim;
     const float scale = 1.0f / sqrtf((float)head_dim);
 
-    const int team = team_size(s, 2.0 * n_tok * (pos0 + n_tok) * (double)n_head * head_dim);
+    const int team = bt_team_size(s, 2.0 * n_tok * (pos0 + n_tok) * (double)n_head * head_dim);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(team) if (team > 1)
     for (int t = 0; t < n_tok; t++) {
         for (int g = 0; g < n_head_kv; g++) {
@@ -658,8 +647,34 @@ static void cpu_attention(float *restrict out, const float *restrict q, const fl
     }
 }
 
+/* The 32-element block formats against 8-bit activations where the CPU
+ * can (cpu_q8.c), everything else as bt_ops_exact. */
+static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                       int n_tok, const bt_scratch_t *s)
+{
+    if (bt_cpu_q8_supports(w->type, w->n_in))
+        bt_cpu_matmul_q8(out, w, x, n_tok, s);
+    else
+        exact_matmul(out, w, x, n_tok, s);
+}
+
 const bt_ops_t bt_ops_cpu = {
     .name = "cpu",
     .matmul = cpu_matmul,
     .attention = cpu_attention,
 };
+
+const bt_ops_t bt_ops_exact = {
+    .name = "exact",
+    .matmul = exact_matmul,
+    .attention = cpu_attention,
+};
+
+const bt_ops_t *bt_ops_by_name(const char *name)
+{
+    static const bt_ops_t *const all[] = {&bt_ops_cpu, &bt_ops_exact, &bt_ops_ref};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(all[i]->name, name) == 0)
+            return all[i];
+    return NULL;
+}

@@ -1,10 +1,14 @@
 /*
  * kernels.h: the math of a llama layer, behind one ops table.
  *
- * Kernels know nothing of files, models, MPI or stages. Each op exists
- * twice: a plain scalar reference (bt_ops_ref) and a fast path (bt_ops_cpu:
- * SIMD + OpenMP). Tests compare the two; `--ref-kernels` selects the
- * reference at run time. Callers hold a const bt_ops_t * and never call a
+ * Kernels know nothing of files, models, MPI or stages. Each op exists as
+ * a plain scalar reference (bt_ops_ref) and a fast path (bt_ops_exact:
+ * SIMD + OpenMP, the same math). bt_ops_cpu is bt_ops_exact except that
+ * the 32-element block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) multiply
+ * against activations quantized to 8 bits per block, as llama.cpp does,
+ * where the CPU has AVX-512 VNNI: faster, and within a stated bound of the
+ * exact product (cpu_q8.c). Tests compare them; `--kernels` selects one
+ * at run time. Callers hold a const bt_ops_t * and never call a
  * backend directly, so a CUDA table can slot in later.
  *
  * Determinism (DESIGN.md invariant 1): every output element is reduced in an
@@ -70,7 +74,11 @@ typedef struct bt_ops {
 } bt_ops_t;
 
 extern const bt_ops_t bt_ops_ref;
+extern const bt_ops_t bt_ops_exact;
 extern const bt_ops_t bt_ops_cpu;
+
+/* The table called name ("cpu", "exact", "ref"), or NULL. */
+const bt_ops_t *bt_ops_by_name(const char *name);
 
 /* ---- element-wise and per-row kernels (one implementation: each output
  * element depends on its own row only, in a fixed order) ---- */

@@ -1,0 +1,30 @@
+/*
+ * cpu_internal.h: what the CPU kernel files share; not for callers (they
+ * use the ops tables in kernels.h).
+ */
+#ifndef BT_CPU_INTERNAL_H
+#define BT_CPU_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "kernels.h"
+
+/* Work (multiply-adds) below which a kernel runs on the calling thread:
+ * waking a team costs tens of microseconds on a busy or virtualized
+ * machine, more than a small matrix-vector product takes. Which thread
+ * computes an element never changes its value, so this is only speed. */
+#define BT_PARALLEL_MIN_WORK (1 << 18)
+
+static inline int bt_team_size(const bt_scratch_t *s, double work)
+{
+    return work >= BT_PARALLEL_MIN_WORK ? s->n_threads : 1;
+}
+
+/* cpu_q8.c: whether bt_cpu_matmul_q8 takes W (a 32-element block format,
+ * rows a whole number of block pairs, a CPU with AVX-512 VNNI), and the
+ * product with activations quantized to 8 bits per 32-element block. */
+bool bt_cpu_q8_supports(uint32_t type, int64_t n_in);
+void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                      int n_tok, const bt_scratch_t *s);
+
+#endif /* BT_CPU_INTERNAL_H */
