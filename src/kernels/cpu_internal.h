@@ -20,9 +20,9 @@ static inline int bt_team_size(const bt_scratch_t *s, double work)
     return work >= BT_PARALLEL_MIN_WORK ? s->n_threads : 1;
 }
 
-/* cpu_q8.c: whether bt_cpu_matmul_q8 takes W (a 32-element block format,
- * rows a whole number of block pairs, a CPU with AVX-512 VNNI), and the
- * product with activations quantized to 8 bits per 32-element block. */
+/* cpu_q8.c: whether bt_cpu_matmul_q8 takes W (a quantized format, rows a
+ * whole number of 64 elements, a CPU with AVX-512 VNNI), and the product
+ * with activations quantized to 8 bits per 32-element block. */
 bool bt_cpu_q8_supports(uint32_t type, int64_t n_in);
 void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                       int n_tok, const bt_scratch_t *s);

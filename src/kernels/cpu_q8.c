@@ -1,9 +1,10 @@
 /*
- * cpu_q8.c: matmul of the 32-element block formats (Q4_0, Q4_1, Q5_0,
- * Q5_1, Q8_0) against activations quantized to 8 bits, with AVX-512 VNNI
- * integer dot products. This is what llama.cpp's CPU backend computes for
- * these formats; it is bt_ops_cpu's path for them where the CPU has VNNI,
- * while bt_ops_exact keeps f32 activations.
+ * cpu_q8.c: matmul of the quantized formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q4_K, Q5_K, Q6_K) against activations quantized to 8 bits, with AVX-512
+ * VNNI integer dot products. This is how llama.cpp's CPU backend computes
+ * these formats (it quantizes the activations per 256 for the K formats;
+ * here always per 32); it is bt_ops_cpu's path for them where the CPU has
+ * VNNI, while bt_ops_exact keeps f32 activations.
  *
  * Activations: each token's row is cut into blocks of 32, each stored as
  * int8 q = round(x / d) with d = max|x| / 127 (q = 0 where the block is
@@ -12,8 +13,10 @@
  * what the tests hold this path to.
  *
  * Weights, as unsigned bytes u = q + c where the format's value is
- * d_w * (u - c) (+ m for Q4_1/Q5_1): c = 8 (Q4_0), 16 (Q5_0), 128 (Q8_0,
- * whose signed q is flipped to q + 128), 0 (Q4_1, Q5_1). For a block,
+ * d_w * (u - c) (+ m for the formats with a minimum): c = 8 (Q4_0), 16
+ * (Q5_0), 32 (Q6_K), 128 (Q8_0, whose signed q is flipped to q + 128), 0
+ * (Q4_1, Q5_1, Q4_K, Q5_K). d_w and m are per 32 elements (a K format's
+ * sub-block step and minimum), per 16 for Q6_K. For a block,
  *   y += d_w * d_x * (sum u * q_x - c * sum q_x) + m * d_x * sum q_x.
  * vpdpbusd sums 4 products per 32-bit lane; a 512-bit vector holds two
  * blocks, 8 lanes each. The integer part is exact; the float part is one
@@ -91,6 +94,62 @@ static inline __m512i q5_high(const uint8_t *qha, const uint8_t *qhb)
     return _mm512_maskz_mov_epi8((__mmask64)a | (__mmask64)b << 32, _mm512_set1_epi8(16));
 }
 
+/* Q4_K / Q5_K: the steps (d * scale) and minimums (-dmin * min) of
+ * sub-blocks j, j + 1, as bt_k_steps computes them. */
+static inline void k_pair(__m512 *d, __m512 *m, uint16_t hd, uint16_t hdmin,
+                          const uint8_t *scales, int j)
+{
+    const float dd = _cvtsh_ss(hd), dm = _cvtsh_ss(hdmin);
+    int s0, m0, s1, m1;
+    bt_k_scale_min(scales, j, &s0, &m0);
+    bt_k_scale_min(scales, j + 1, &s1, &m1);
+    *d = pair(dd * (float)s0, dd * (float)s1);
+    *m = pair(-(dm * (float)m0), -(dm * (float)m1));
+}
+
+/* 32 bytes of packed nibbles holding two 32-element sub-blocks (the low
+ * nibbles the first, the high the second), in element order. */
+static inline __m512i nibbles_k(const uint8_t *q)
+{
+    const __m256i v = _mm256_loadu_si256((const __m256i *)q), m = _mm256_set1_epi8(0x0f);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, m)),
+                              _mm256_and_si256(_mm256_srli_epi16(v, 4), m), 1);
+}
+
+/* Bit `bit` of 32 bytes as 16 where set, for the first sub-block, and
+ * bit `bit` + 1 for the second. */
+static inline __m512i high_k(const uint8_t *qh, int bit)
+{
+    const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+    const __mmask64 lo = _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << bit)));
+    const __mmask64 hi = _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (bit + 1))));
+    return _mm512_maskz_mov_epi8(lo | hi << 32, _mm512_set1_epi8(16));
+}
+
+/* Q6_K groups g, g + 1 (32 elements each) of half h: 6-bit q = low 4 bits
+ * from ql (high nibbles for groups 2, 3) | 2 bits of qh << 4; the 4 scales
+ * of their 16-element sub-blocks, each over 4 lanes. */
+static inline void q6k_pair(const bt_block_q6_k_t *w, int h, int g, __m512i *u, __m512 *d)
+{
+    __m256i q[2];
+    for (int k = 0; k < 2; k++) {
+        const int gg = g + k;
+        const __m256i l = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32 * (gg & 1)));
+        const __m256i lo = _mm256_and_si256(gg >= 2 ? _mm256_srli_epi16(l, 4) : l,
+                                            _mm256_set1_epi8(0x0f));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * gg), _mm256_set1_epi8(3));
+        q[k] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)); /* 2 bits << 4 stay in the byte */
+    }
+    *u = _mm512_inserti64x4(_mm512_castsi256_si512(q[0]), q[1], 1);
+    int32_t sc4;
+    memcpy(&sc4, w->scales + 8 * h + 2 * g, 4);
+    const __m512i sc = _mm512_cvtepi8_epi32(_mm_cvtsi32_si128(sc4));
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    *d = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(w->d)),
+                       _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(spread, sc)));
+}
+
 /* Blocks b and b + 1 of a weight row: unsigned bytes, scales, minimums. */
 typedef struct {
     __m512i u;
@@ -128,6 +187,25 @@ static inline __attribute__((always_inline)) wpair_t wpair(const uint8_t *row, i
         p.m = pair(_cvtsh_ss(w[0].m), _cvtsh_ss(w[1].m));
         break;
     }
+    case BT_TYPE_Q4_K: {
+        const bt_block_q4_k_t *w = (const bt_block_q4_k_t *)row + b / 8;
+        const int c = (int)(b % 8) / 2;
+        p.u = nibbles_k(w->qs + 32 * c);
+        k_pair(&p.d, &p.m, w->d, w->dmin, w->scales, 2 * c);
+        break;
+    }
+    case BT_TYPE_Q5_K: {
+        const bt_block_q5_k_t *w = (const bt_block_q5_k_t *)row + b / 8;
+        const int c = (int)(b % 8) / 2;
+        p.u = _mm512_or_si512(nibbles_k(w->qs + 32 * c), high_k(w->qh, 2 * c));
+        k_pair(&p.d, &p.m, w->d, w->dmin, w->scales, 2 * c);
+        break;
+    }
+    case BT_TYPE_Q6_K: {
+        const bt_block_q6_k_t *w = (const bt_block_q6_k_t *)row + b / 8;
+        q6k_pair(w, (int)(b % 8) / 4, (int)(b % 4), &p.u, &p.d);
+        break;
+    }
     default: { /* Q8_0 */
         const bt_block_q8_0_t *w = (const bt_block_q8_0_t *)row + b;
         const __m512i q = _mm512_inserti64x4(
@@ -143,19 +221,33 @@ static inline __attribute__((always_inline)) wpair_t wpair(const uint8_t *row, i
 
 static inline int offset_shift(const uint32_t type)
 {
-    return type == BT_TYPE_Q4_0 ? 3 : type == BT_TYPE_Q5_0 ? 4 : type == BT_TYPE_Q8_0 ? 7 : -1;
+    return type == BT_TYPE_Q4_0 ? 3 : type == BT_TYPE_Q5_0 ? 4 : type == BT_TYPE_Q6_K ? 5
+         : type == BT_TYPE_Q8_0 ? 7 : -1;
 }
 
 static inline bool has_min(const uint32_t type)
 {
-    return type == BT_TYPE_Q4_1 || type == BT_TYPE_Q5_1;
+    return type == BT_TYPE_Q4_1 || type == BT_TYPE_Q5_1 || type == BT_TYPE_Q4_K ||
+           type == BT_TYPE_Q5_K;
 }
 
-/* out[t * ldo + r] for R rows (rows row_bytes apart) and T tokens of xq,
- * over nb blocks (nb even). R, T and type are constants after inlining. */
+/* A weight row unpacked for the GEMM: per step of 64 elements the bytes
+ * u, the scale vector d and (formats with a minimum) m, as wpair gives
+ * them. A row group is unpacked once per chunk of tokens instead of once
+ * per 4 tokens. */
+typedef struct {
+    __m512i u;
+    __m512 d, m;
+} wstep_t;
+
+/* out[t * ldo + r] for R rows and T tokens of xq, over nb 32-blocks (nb
+ * even). Rows come from the weights (row_bytes apart) or, unpacked, from
+ * wstep_t arrays of nb / 2 steps each; both give the same u, d, m and then
+ * the same operations, so the same bits. R, T, type and unpacked are
+ * constants after inlining. */
 static inline __attribute__((always_inline)) void
 tile_q8(float *restrict out, size_t ldo, const uint8_t *w, size_t row_bytes, q8_rows_t xq,
-        int64_t n_in, const int R, const int T, const uint32_t type)
+        int64_t n_in, const int R, const int T, const uint32_t type, const bool unpacked)
 {
     const int64_t nb = n_in / 32;
     const int sh = offset_shift(type);
@@ -169,8 +261,9 @@ tile_q8(float *restrict out, size_t ldo, const uint8_t *w, size_t row_bytes, q8_
     const char *ahead = (const char *)w + 8 * row_bytes;
     const size_t slice = (4 * row_bytes + (size_t)nb - 1) / (size_t)nb;
     for (int64_t b = 0; b < nb; b += 2) {
-        for (size_t o = 0; o < 2 * slice; o += 64)
-            _mm_prefetch(ahead + (size_t)b * slice + o, _MM_HINT_T0);
+        if (!unpacked)
+            for (size_t o = 0; o < 2 * slice; o += 64)
+                _mm_prefetch(ahead + (size_t)b * slice + o, _MM_HINT_T0);
         __m512i xv[4], base[4];
         __m512 dx[4], sx[4];
         for (int t = 0; t < T; t++) {
@@ -186,7 +279,15 @@ tile_q8(float *restrict out, size_t ldo, const uint8_t *w, size_t row_bytes, q8_
                 sx[t] = _mm512_cvtepi32_ps(lanes);
         }
         for (int r = 0; r < R; r++) {
-            const wpair_t wp = wpair(w + (size_t)r * row_bytes, b, type);
+            wpair_t wp;
+            if (unpacked) {
+                const wstep_t *ws = (const wstep_t *)w + (size_t)r * (size_t)(nb / 2) + b / 2;
+                wp.u = ws->u;
+                wp.d = ws->d;
+                wp.m = ws->m;
+            } else {
+                wp = wpair(w + (size_t)r * row_bytes, b, type);
+            }
             for (int t = 0; t < T; t++) {
                 const __m512i s = _mm512_dpbusd_epi32(sh >= 0 ? base[t] : _mm512_setzero_si512(),
                                                       wp.u, xv[t]);
@@ -203,27 +304,33 @@ tile_q8(float *restrict out, size_t ldo, const uint8_t *w, size_t row_bytes, q8_
 }
 
 typedef void (*tile_q8_fn)(float *restrict, size_t, const uint8_t *, size_t, q8_rows_t, int64_t);
+typedef void (*unpack_fn)(wstep_t *restrict, const uint8_t *, size_t, int, int64_t);
 
-#define TILE_Q8(ty, R, T)                                                                      \
-    static void tq8_##ty##_##R##_##T(float *restrict o, size_t ldo, const uint8_t *w,           \
-                                     size_t rb, q8_rows_t x, int64_t n)                         \
-    {                                                                                           \
-        tile_q8(o, ldo, w, rb, x, n, R, T, BT_TYPE_##ty);                                       \
-    }
-#define TILE_Q8_ROW(ty, R) TILE_Q8(ty, R, 1) TILE_Q8(ty, R, 2) TILE_Q8(ty, R, 3) TILE_Q8(ty, R, 4)
-#define TILE_Q8_TYPE(ty) TILE_Q8_ROW(ty, 1) TILE_Q8_ROW(ty, 4)
-#define TILES_Q8(ty)                                                                           \
-    {{tq8_##ty##_1_1, tq8_##ty##_1_2, tq8_##ty##_1_3, tq8_##ty##_1_4},                          \
-     {tq8_##ty##_4_1, tq8_##ty##_4_2, tq8_##ty##_4_3, tq8_##ty##_4_4}}
+/* Per type: the GEMV tiles straight from the weights (4 rows or 1, one
+ * token), the GEMM tiles from unpacked rows (4 rows or 1, 1-4 tokens) and
+ * the unpacking of nr rows. */
+#define TILE_Q8(ty, R, T, U, name)                                                                 static void name##_##ty##_##R##_##T(float *restrict o, size_t ldo, const uint8_t *w,                                                size_t rb, q8_rows_t x, int64_t n)                          {                                                                                                   tile_q8(o, ldo, w, rb, x, n, R, T, BT_TYPE_##ty, U);                                        }
+#define TILE_U8_ROW(ty, R)                                                                         TILE_Q8(ty, R, 1, true, tu) TILE_Q8(ty, R, 2, true, tu) TILE_Q8(ty, R, 3, true, tu)             TILE_Q8(ty, R, 4, true, tu)
+#define TILE_Q8_TYPE(ty)                                                                           TILE_Q8(ty, 1, 1, false, tq) TILE_Q8(ty, 4, 1, false, tq) TILE_U8_ROW(ty, 1)                    TILE_U8_ROW(ty, 4)                                                                              static void unpack_##ty(wstep_t *restrict ws, const uint8_t *w, size_t rb, int nr,                                      int64_t nb)                                                             {                                                                                                   for (int r = 0; r < nr; r++)                                                                        for (int64_t b = 0; b < nb; b += 2, ws++) {                                                         const wpair_t p = wpair(w + (size_t)r * rb, b, BT_TYPE_##ty);                                   ws->u = p.u;                                                                                    ws->d = p.d;                                                                                    ws->m = has_min(BT_TYPE_##ty) ? p.m : _mm512_setzero_ps();                                  }                                                                                       }
 TILE_Q8_TYPE(Q4_0)
 TILE_Q8_TYPE(Q4_1)
 TILE_Q8_TYPE(Q5_0)
 TILE_Q8_TYPE(Q5_1)
 TILE_Q8_TYPE(Q8_0)
+TILE_Q8_TYPE(Q4_K)
+TILE_Q8_TYPE(Q5_K)
+TILE_Q8_TYPE(Q6_K)
 
-/* [type][4 rows or 1][tokens - 1] */
-static const tile_q8_fn tiles_q8[5][2][4] = {
-    TILES_Q8(Q4_0), TILES_Q8(Q4_1), TILES_Q8(Q5_0), TILES_Q8(Q5_1), TILES_Q8(Q8_0),
+typedef struct {
+    tile_q8_fn gemv[2];    /* [1 row, 4 rows] */
+    tile_q8_fn gemm[2][4]; /* [1 row, 4 rows][tokens - 1] */
+    unpack_fn unpack;
+} q8_kernels_t;
+
+#define KERNELS_Q8(ty)                                                                             {{tq_##ty##_1_1, tq_##ty##_4_1},                                                                 {{tu_##ty##_1_1, tu_##ty##_1_2, tu_##ty##_1_3, tu_##ty##_1_4},                                   {tu_##ty##_4_1, tu_##ty##_4_2, tu_##ty##_4_3, tu_##ty##_4_4}},                                 unpack_##ty}
+static const q8_kernels_t kernels_q8[8] = {
+    KERNELS_Q8(Q4_0), KERNELS_Q8(Q4_1), KERNELS_Q8(Q5_0), KERNELS_Q8(Q5_1),
+    KERNELS_Q8(Q8_0), KERNELS_Q8(Q4_K), KERNELS_Q8(Q5_K), KERNELS_Q8(Q6_K),
 };
 
 static int type_index(uint32_t type)
@@ -234,32 +341,41 @@ static int type_index(uint32_t type)
     case BT_TYPE_Q5_0: return 2;
     case BT_TYPE_Q5_1: return 3;
     case BT_TYPE_Q8_0: return 4;
+    case BT_TYPE_Q4_K: return 5;
+    case BT_TYPE_Q5_K: return 6;
+    case BT_TYPE_Q6_K: return 7;
     default: return -1;
     }
 }
 
 bool bt_cpu_q8_supports(uint32_t type, int64_t n_in)
 {
-    return type_index(type) >= 0 && n_in % 64 == 0;
+    return type_index(type) >= 0 && n_in % 64 == 0; /* K rows: always whole 256-blocks */
 }
 
 /* Each thread takes a contiguous share of the rows (in groups of 4) and,
  * for each chunk of Q8_TOKENS tokens, quantizes the chunk into its own
- * scratch and multiplies its rows with it, 4 rows x up to 4 tokens per
- * tile. Quantizing per thread repeats n_tok * n_in work per thread,
- * nothing next to the product's n_tok * n_in * n_out. */
+ * scratch (repeating n_tok * n_in work per thread, nothing next to the
+ * product's n_tok * n_in * n_out), then per row group: one token reads the
+ * weights directly; more unpack the group once and run 4 x 4 tiles. */
 void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                       int n_tok, const bt_scratch_t *s)
 {
     const int64_t n_in = w->n_in, n_out = w->n_out, nb = n_in / 32;
-    const tile_q8_fn(*tiles)[4] = tiles_q8[type_index(w->type)];
+    const q8_kernels_t *k = &kernels_q8[type_index(w->type)];
     const int64_t n_groups = (n_out + 3) / 4;
+    const size_t rb = w->row_bytes;
     const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
 #pragma omp parallel num_threads(team) if (team > 1)
     {
         const int nth = omp_get_num_threads(), me = omp_get_thread_num();
         const int64_t g0 = n_groups * me / nth, g1 = n_groups * (me + 1) / nth;
-        int8_t *q = (int8_t *)(s->buf + (size_t)me * s->per_thread);
+        /* scratch: 64-aligned unpacked rows (4 x nb / 2 steps of 192 bytes),
+         * then the quantized chunk (Q8_TOKENS x n_in bytes, then scales):
+         * 48 n_in + 64 bytes, inside the 16 n_in floats the scratch has */
+        uint8_t *base = (uint8_t *)(s->buf + (size_t)me * s->per_thread);
+        wstep_t *ws = (wstep_t *)(base + (-(uintptr_t)base & 63));
+        int8_t *q = (int8_t *)(ws + 4 * (nb / 2));
         float *d = (float *)(q + (size_t)Q8_TOKENS * n_in);
         for (int t0 = 0; t0 < n_tok; t0 += Q8_TOKENS) {
             const int nt = n_tok - t0 < Q8_TOKENS ? n_tok - t0 : Q8_TOKENS;
@@ -267,17 +383,29 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
             for (int64_t g = g0; g < g1; g++) {
                 const int64_t r0 = 4 * g;
                 const int nr = n_out - r0 < 4 ? (int)(n_out - r0) : 4;
+                const uint8_t *wr = (const uint8_t *)w->data + (size_t)r0 * rb;
+                float *o = out + (size_t)t0 * n_out + r0;
+                const q8_rows_t x0 = {q, d};
+                if (nt == 1) {
+                    if (nr == 4)
+                        k->gemv[1](o, (size_t)n_out, wr, rb, x0, n_in);
+                    else
+                        for (int r = 0; r < nr; r++)
+                            k->gemv[0](o + r, (size_t)n_out, wr + (size_t)r * rb, rb, x0, n_in);
+                    continue;
+                }
+                k->unpack(ws, wr, rb, nr, nb);
                 for (int t = 0; t < nt; t += 4) {
                     const int tt = nt - t < 4 ? nt - t : 4;
                     const q8_rows_t xt = {q + (size_t)t * n_in, d + (size_t)t * nb};
-                    float *o = out + (size_t)(t0 + t) * n_out + r0;
-                    const uint8_t *wr = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+                    float *ot = o + (size_t)t * n_out;
                     if (nr == 4)
-                        tiles[1][tt - 1](o, (size_t)n_out, wr, w->row_bytes, xt, n_in);
+                        k->gemm[1][tt - 1](ot, (size_t)n_out, (const uint8_t *)ws, 0, xt, n_in);
                     else
                         for (int r = 0; r < nr; r++)
-                            tiles[0][tt - 1](o + r, (size_t)n_out, wr + (size_t)r * w->row_bytes,
-                                             w->row_bytes, xt, n_in);
+                            k->gemm[0][tt - 1](ot + r, (size_t)n_out,
+                                               (const uint8_t *)(ws + (size_t)r * (nb / 2)), 0,
+                                               xt, n_in);
                 }
             }
         }
