@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "args.h"
+#include "kv_cache.h"
 #include "sampler.h"
 #include "stages/partition.h"
 #include "stages/schedule.h"
@@ -42,6 +43,7 @@ typedef struct options {
     const bt_ops_t *ops; /* --kernels */
     int verbose, help;
     int mmap;            /* 1: map the weights (default); 0: read them into memory */
+    int kv_type;         /* --kv-type: BT_TYPE_F32 (default) or BT_TYPE_F16 */
 } options_t;
 
 static void usage(FILE *f)
@@ -74,9 +76,10 @@ static void usage(FILE *f)
             "  -t, --threads N           OpenMP threads per rank (default: cores / ranks per node)\n"
             "      --dump-logits FILE    raw little-endian f32 rows of n_vocab per position\n"
             "      --trace FILE.json     Chrome trace of every rank's micro-batches (Perfetto)\n"
-            "      --kernels cpu|exact|ref  cpu: fast, 8-bit activations for Q4_0/Q4_1/Q5_0/\n"
-            "                            Q5_1/Q8_0 as llama.cpp (default); exact: fast, f32\n"
+            "      --kernels cpu|exact|ref  cpu: fast, 8-bit activations for the quantized\n"
+            "                            formats as llama.cpp (default); exact: fast, f32\n"
             "                            activations; ref: the scalar reference (slow)\n"
+            "      --kv-type f32|f16     KV cache elements (default f32; f16 halves its memory)\n"
             "      --mmap 0|1            1: map the weights from the file (default); 0: read\n"
             "                            this rank's weights into memory (--no-mmap)\n"
             "  -v, --verbose             more logging\n"
@@ -86,7 +89,7 @@ static void usage(FILE *f)
 enum {
     OPT_TOKENS = 256, OPT_DUMP, OPT_REF, OPT_UB, OPT_PIPELINE, OPT_TS, OPT_TRACE, OPT_CHAT,
     OPT_SYS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_PENALTY, OPT_LASTN, OPT_IDS,
-    OPT_KERNELS, OPT_MMAP, OPT_NO_MMAP,
+    OPT_KERNELS, OPT_MMAP, OPT_NO_MMAP, OPT_KV_TYPE,
 };
 
 /* llama.cpp's multi-letter single-dash flags, rewritten for getopt_long. */
@@ -145,6 +148,7 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         {"kernels", required_argument, 0, OPT_KERNELS},
         {"mmap", required_argument, 0, OPT_MMAP},
         {"no-mmap", no_argument, 0, OPT_NO_MMAP},
+        {"kv-type", required_argument, 0, OPT_KV_TYPE},
         {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -202,6 +206,13 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
             break;
         case OPT_MMAP: st = bt_parse_int("--mmap", optarg, 0, 1, &o->mmap); break;
         case OPT_NO_MMAP: o->mmap = 0; break;
+        case OPT_KV_TYPE:
+            o->kv_type = bt_kv_type_parse(optarg);
+            if (o->kv_type < 0) {
+                bt_log_error("--kv-type: '%s' is not one of f32, f16", optarg);
+                st = BT_ERR_ARG;
+            }
+            break;
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; return BT_OK;
         case ':':
@@ -611,6 +622,7 @@ static int run(const options_t *o, MPI_Comm comm)
         .all_logits = o->dump_logits != NULL,
         .trace_events = o->trace || o->verbose ? 1 << 16 : 0,
         .no_mmap = !o->mmap,
+        .kv_type = (uint32_t)o->kv_type,
     };
     if (bt_pipe_init(&r.pipe, comm, &cfg) != BT_OK)
         return 1;

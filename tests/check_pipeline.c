@@ -45,7 +45,7 @@ static int make_reference(void)
     if (bt_model_load(model_path, 0, -1, true, true, &m) != BT_OK)
         return 0;
     n_vocab = m->hp.n_vocab;
-    if (bt_forward_init(m, &bt_ops_cpu, N_PROMPT + N_GEN, N_PROMPT, 1, &f) != BT_OK) {
+    if (bt_forward_init(m, &bt_ops_cpu, N_PROMPT + N_GEN, N_PROMPT, 1, BT_TYPE_F32, &f) != BT_OK) {
         bt_model_free(m);
         return 0;
     }

@@ -71,6 +71,13 @@ if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "tiny bf16 same tokens for -t 1 and -
     bad "tiny bf16: '$a' vs '$b'"; fi
 c=$(timeout 60 "$bin/baton" -m "$m" --tokens 5,6,7 -n 4 --ref-kernels 2>/dev/null)
 if [ "$a" = "$c" ]; then ok "tiny bf16 reference kernels agree"; else bad "ref: '$a' vs '$c'"; fi
+# an f16 KV cache: the same tokens whatever the micro-batch, and the
+# reference kernels read the same f16 cache
+a=$(timeout 60 "$bin/baton" -m "$m" --tokens 5,6,7,8,9 -n 4 -t 1 --kv-type f16 2>/dev/null)
+b=$(timeout 60 "$bin/baton" -m "$m" --tokens 5,6,7,8,9 -n 4 -t 1 -ub 2 --kv-type f16 2>/dev/null)
+c=$(timeout 60 "$bin/baton" -m "$m" --tokens 5,6,7,8,9 -n 4 --kernels ref --kv-type f16 2>/dev/null)
+if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]; then ok "--kv-type f16: $a (ub 5, ub 2, ref)"
+else bad "--kv-type f16: '$a' vs '$b' vs '$c'"; fi
 
 # ---- bad invocations ----
 run_fails "no model" "no model given" "$bin/baton" --tokens 1
@@ -92,6 +99,10 @@ run_fails "ctx too small" "--ctx-size 2 is smaller" "$bin/baton" -m "$m" --token
 run_fails "context larger than memory" "needs [0-9.]+ MiB but only [0-9.]+ MiB" "$bin/baton" \
     -m "$tmp/wide.gguf" --tokens 1 -n 1 --ctx-size 16000000
 run_fails "unknown flag" "unknown option '--bogus'" "$bin/baton" -m "$m" --tokens 1 --bogus
+run_fails "bad --kv-type" "--kv-type: 'q8' is not one of f32, f16" "$bin/baton" -m "$m" --tokens 1 \
+    --kv-type q8
+run_fails "bad --kernels" "--kernels: 'gpu' is not one of cpu, exact, ref" "$bin/baton" -m "$m" \
+    --tokens 1 --kernels gpu
 run_fails "missing value" "needs a value" "$bin/baton" -m "$m" --tokens
 run_fails "unwritable dump" "cannot create" "$bin/baton" -m "$m" --tokens 1 \
     --dump-logits /nonexistent/dir/x.bin

@@ -151,6 +151,46 @@ static const tile_fn tiles[4][4] = {
 
 static inline int imin(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 
+/* ---- the KV cache's elements: f32, or f16 (exact conversions) ---- */
+
+static inline vf kv_load(const void *base, size_t i, const bool f16)
+{
+    if (!f16)
+        return vf_load((const float *)base + i);
+    const uint16_t *h = (const uint16_t *)base + i;
+#if defined(__AVX512F__)
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+#elif defined(__AVX2__) && defined(__F16C__)
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+#else
+    float t[VL];
+    for (int l = 0; l < VL; l++)
+        t[l] = bt_f16_to_f32(h[l]);
+    return vf_load(t);
+#endif
+}
+
+/* The first n (0..VL) elements; the others are 0 and not read. */
+static inline vf kv_load_n(const void *base, size_t i, int n, const bool f16)
+{
+    if (!f16)
+        return vf_load_n((const float *)base + i, n);
+    const uint16_t *h = (const uint16_t *)base + i;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), h));
+#else
+    float t[VL] = {0};
+    for (int l = 0; l < n; l++)
+        t[l] = bt_f16_to_f32(h[l]);
+    return vf_load(t);
+#endif
+}
+
+static inline float kv_get(const void *base, size_t i, const bool f16)
+{
+    return f16 ? bt_f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
 /* ---- decode: dequantize in registers ---- */
 
 #if defined(__AVX512F__) && defined(__F16C__)
@@ -469,7 +509,7 @@ static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float 
  * depends on the query row and the key alone. score rows are ld apart. */
 static inline __attribute__((always_inline)) void
 scores_n(float *restrict score, size_t ld, const float *const *q, const int nr,
-         const float *restrict kt, int k_stride, int n_keys, int head_dim, float scale)
+         const void *kt, int k_stride, int n_keys, int head_dim, float scale, const bool f16)
 {
     const vf sc = vf_set1(scale);
     for (int j = 0; j < n_keys; j += 2 * VL) {
@@ -479,9 +519,9 @@ scores_n(float *restrict score, size_t ld, const float *const *q, const int nr,
         for (int r = 0; r < ATT_ROWS; r++)
             a[r][0] = a[r][1] = vf_zero();
         for (int d = 0; d < head_dim; d++) {
-            const float *row = kt + (size_t)d * k_stride + j;
-            const vf k0 = n0 == VL ? vf_load(row) : vf_load_n(row, n0);
-            const vf k1 = n1 == VL ? vf_load(row + VL) : vf_load_n(row + VL, n1);
+            const size_t row = (size_t)d * k_stride + j;
+            const vf k0 = n0 == VL ? kv_load(kt, row, f16) : kv_load_n(kt, row, n0, f16);
+            const vf k1 = n1 == VL ? kv_load(kt, row + VL, f16) : kv_load_n(kt, row + VL, n1, f16);
             for (int r = 0; r < nr; r++) {
                 const vf qd = vf_set1(q[r][d]);
                 a[r][0] = vf_fma(qd, k0, a[r][0]);
@@ -495,16 +535,22 @@ scores_n(float *restrict score, size_t ld, const float *const *q, const int nr,
     }
 }
 
+#define SCORES(nr, f16) scores_n(score, ld, q, nr, kt, k_stride, n_keys, head_dim, scale, f16)
 static void scores(float *restrict score, size_t ld, const float *const *q, int nr,
-                   const float *restrict kt, int k_stride, int n_keys, int head_dim, float scale)
+                   const void *kt, int k_stride, int n_keys, int head_dim, float scale, bool f16)
 {
-    switch (nr) { /* constant row counts keep the accumulators in registers */
-    case 1: scores_n(score, ld, q, 1, kt, k_stride, n_keys, head_dim, scale); break;
-    case 2: scores_n(score, ld, q, 2, kt, k_stride, n_keys, head_dim, scale); break;
-    case 3: scores_n(score, ld, q, 3, kt, k_stride, n_keys, head_dim, scale); break;
-    default: scores_n(score, ld, q, 4, kt, k_stride, n_keys, head_dim, scale); break;
+    switch (nr * 2 + f16) { /* constant row counts keep the accumulators in registers */
+    case 2: SCORES(1, false); break;
+    case 3: SCORES(1, true); break;
+    case 4: SCORES(2, false); break;
+    case 5: SCORES(2, true); break;
+    case 6: SCORES(3, false); break;
+    case 7: SCORES(3, true); break;
+    case 8: SCORES(4, false); break;
+    default: SCORES(4, true); break;
     }
 }
+#undef SCORES
 
 /* exp(score[j] - max) in place; returns their sum (in double, in order). */
 #if defined(__AVX512F__)
@@ -559,7 +605,7 @@ static __attribute__((noinline)) double exp_sum(float *restrict score, int n)
  * rows. Dims past the last full vector go one at a time. */
 static inline __attribute__((always_inline)) void
 attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv, const int nr,
-         const float *restrict v, int kv_dim, int n_keys, int head_dim)
+         const void *v, int kv_dim, int n_keys, int head_dim, const bool f16)
 {
     int d = 0;
     for (; d + 2 * VL <= head_dim; d += 2 * VL) {
@@ -567,8 +613,8 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv
         for (int r = 0; r < ATT_ROWS; r++)
             a[r][0] = a[r][1] = vf_zero();
         for (int j = 0; j < n_keys; j++) {
-            const float *vj = v + (size_t)j * kv_dim + d;
-            const vf v0 = vf_load(vj), v1 = vf_load(vj + VL);
+            const size_t vj = (size_t)j * kv_dim + d;
+            const vf v0 = kv_load(v, vj, f16), v1 = kv_load(v, vj + VL, f16);
             for (int r = 0; r < nr; r++) {
                 const vf pj = vf_set1(p[r * ld + j]);
                 a[r][0] = vf_fma(pj, v0, a[r][0]);
@@ -584,35 +630,43 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv
         for (int r = 0; r < nr; r++) {
             vf acc = vf_zero();
             for (int j = 0; j < n_keys; j++)
-                acc = vf_fma(vf_set1(p[r * ld + j]), vf_load(v + (size_t)j * kv_dim + d), acc);
+                acc = vf_fma(vf_set1(p[r * ld + j]), kv_load(v, (size_t)j * kv_dim + d, f16), acc);
             vf_store(out[r] + d, vf_mul(acc, vf_set1(inv[r])));
         }
     for (; d < head_dim; d++)
         for (int r = 0; r < nr; r++) {
             float acc = 0.0f;
             for (int j = 0; j < n_keys; j++)
-                acc += p[r * ld + j] * v[(size_t)j * kv_dim + d];
+                acc += p[r * ld + j] * kv_get(v, (size_t)j * kv_dim + d, f16);
             out[r][d] = acc * inv[r];
         }
 }
 
+#define ATTEND(nr, f16) attend_n(out, p, ld, inv, nr, v, kv_dim, n_keys, head_dim, f16)
 static void attend(float *const *out, const float *restrict p, size_t ld, const float *inv,
-                   int nr, const float *restrict v, int kv_dim, int n_keys, int head_dim)
+                   int nr, const void *v, int kv_dim, int n_keys, int head_dim, bool f16)
 {
-    switch (nr) {
-    case 1: attend_n(out, p, ld, inv, 1, v, kv_dim, n_keys, head_dim); break;
-    case 2: attend_n(out, p, ld, inv, 2, v, kv_dim, n_keys, head_dim); break;
-    case 3: attend_n(out, p, ld, inv, 3, v, kv_dim, n_keys, head_dim); break;
-    default: attend_n(out, p, ld, inv, 4, v, kv_dim, n_keys, head_dim); break;
+    switch (nr * 2 + f16) {
+    case 2: ATTEND(1, false); break;
+    case 3: ATTEND(1, true); break;
+    case 4: ATTEND(2, false); break;
+    case 5: ATTEND(2, true); break;
+    case 6: ATTEND(3, false); break;
+    case 7: ATTEND(3, true); break;
+    case 8: ATTEND(4, false); break;
+    default: ATTEND(4, true); break;
     }
 }
+#undef ATTEND
 
 /* Per (token, kv head): the query heads that read that kv head, up to
  * ATT_ROWS (and as many as the scratch holds score rows for) at a time. */
-static void cpu_attention(float *restrict out, const float *restrict q, const float *restrict k,
-                          const float *restrict v, int n_tok, int pos0, int n_head, int n_head_kv,
-                          int head_dim, int k_stride, const bt_scratch_t *s)
+static void cpu_attention(float *restrict out, const float *restrict q, const void *k,
+                          const void *v, uint32_t kv_type, int n_tok, int pos0, int n_head,
+                          int n_head_kv, int head_dim, int k_stride, const bt_scratch_t *s)
 {
+    const bool f16 = kv_type == BT_TYPE_F16;
+    const size_t es = f16 ? 2 : 4; /* bytes per cache element */
     const int group = n_head / n_head_kv;
     const int kv_dim = n_head_kv * head_dim;
     const float scale = 1.0f / sqrtf((float)head_dim);
@@ -636,12 +690,12 @@ static void cpu_attention(float *restrict out, const float *restrict q, const fl
                     qr[r] = q + row;
                     orow[r] = out + row;
                 }
-                scores(score, ld, qr, nr, k + (size_t)g * head_dim * k_stride, k_stride, n_keys,
-                       head_dim, scale);
+                scores(score, ld, qr, nr, (const char *)k + es * g * head_dim * k_stride, k_stride,
+                       n_keys, head_dim, scale, f16);
                 for (int r = 0; r < nr; r++)
                     inv[r] = (float)(1.0 / exp_sum(score + r * ld, n_keys));
-                attend(orow, score, ld, inv, nr, v + (size_t)g * head_dim, kv_dim, n_keys,
-                       head_dim);
+                attend(orow, score, ld, inv, nr, (const char *)v + es * g * head_dim, kv_dim, n_keys,
+                       head_dim, f16);
             }
         }
     }

@@ -102,7 +102,8 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
 
     const int train = p->model->hp.n_ctx_train;
     const int n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : train < BT_DEFAULT_CTX ? train : BT_DEFAULT_CTX;
-    st = bt_forward_init(p->model, cfg->ops, n_ctx, cfg->max_tok, cfg->n_threads, &p->fwd);
+    st = bt_forward_init(p->model, cfg->ops, n_ctx, cfg->max_tok, cfg->n_threads, cfg->kv_type,
+                         &p->fwd);
     if (st == BT_OK && p->last) {
         size_t rows = cfg->all_logits ? (size_t)cfg->max_tok : 1;
         p->logits = malloc(rows * (size_t)p->model->hp.n_vocab * sizeof(float));
