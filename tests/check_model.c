@@ -143,6 +143,16 @@ static void invariance_check(uint32_t type, uint32_t kv_type)
     }
     for (size_t i = 0; i < bytes / sizeof(float); i++)
         ck_assert(isfinite(whole[i]));
+    /* packed weights (bt_model_pack, as a pipeline packs for bt_ops_cpu):
+     * the same bits, in one batch and in micro-batches */
+    ck_assert_int_eq(bt_model_pack(m), BT_OK);
+    if (m->packed_bytes > 0)
+        for (int ub = 3; ub <= n; ub += n - 3) {
+            memset(split, 0, bytes);
+            run_model_kv(m, &bt_ops_cpu, kv_type, tokens, n, ub, n_gen, 2, split, ids_split);
+            ck_assert_msg(memcmp(whole, split, bytes) == 0,
+                          "type %u: packed weights (micro-batch %d) differ", type, ub);
+        }
     if (kv_type == BT_TYPE_F16) { /* the prompt's logits against an f32 cache */
         run_model_kv(m, &bt_ops_cpu, BT_TYPE_F32, tokens, n, n, n_gen, 2, split, ids_split);
         double max_diff = 0, max_abs = 0;
@@ -163,6 +173,8 @@ END_TEST
 START_TEST(test_invariance_q8_0) { invariance_check(BT_TYPE_Q8_0, BT_TYPE_F32); }
 END_TEST
 START_TEST(test_invariance_kv_f16) { invariance_check(BT_TYPE_F32, BT_TYPE_F16); }
+END_TEST
+START_TEST(test_invariance_q4_1) { invariance_check(BT_TYPE_Q4_1, BT_TYPE_F32); }
 END_TEST
 
 /* ---- synthetic models ---- */
@@ -340,6 +352,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_invariance_f32);
     tcase_add_test(tc, test_invariance_q8_0);
     tcase_add_test(tc, test_invariance_kv_f16);
+    tcase_add_test(tc, test_invariance_q4_1);
     suite_add_tcase(s, tc);
     tc = tcase_create("synth");
     tcase_set_timeout(tc, 120);

@@ -851,6 +851,31 @@ static double q8_bound(const float *wrow, const float *xt, int64_t n_in, double 
     return moved + dot_bound(n_in, sabs + moved);
 }
 
+/* Where bt_ops_cpu has a packed layout for W: the product from it has the
+ * bits of the product from the blocks (out). */
+static void check_packed_same(const bt_matrix_t *w, const float *x, int n_tok,
+                              const bt_scratch_t *s, const float *out)
+{
+    const size_t bytes = bt_pack_bytes(w), n_o = (size_t)n_tok * (size_t)w->n_out;
+    if (bytes == 0)
+        return;
+    void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    ck_assert_ptr_nonnull(packed);
+    bt_pack(w, packed);
+    bt_matrix_t wp = *w;
+    wp.packed = packed;
+    float *out_p = xmalloc(n_o * sizeof(float));
+    memset(out_p, 0xff, n_o * sizeof(float));
+    bt_ops_cpu.matmul(out_p, &wp, x, n_tok, s);
+    for (size_t i = 0; i < n_o; i++)
+        CHECK_MSG(memcmp(&out_p[i], &out[i], sizeof(float)) == 0,
+                  "%s packed: n_in %lld n_out %lld n_tok %d threads %d: element %zu %.9g, "
+                  "from the blocks %.9g", bt_type_info(w->type)->name, (long long)w->n_in,
+                  (long long)w->n_out, n_tok, s->n_threads, i, out_p[i], out[i]);
+    free(out_p);
+    free(packed);
+}
+
 /* bt_ops_exact and bt_ops_ref within rounding of the exact product;
  * bt_ops_cpu too, or, where it quantizes the activations, within
  * q8_bound of it. */
@@ -872,6 +897,8 @@ static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint6
             bt_scratch_t s = scratch_make(n_in, nth);
             memset(out_cpu, 0xff, n_o * sizeof(float));
             ops[oi]->matmul(out_cpu, &w.m, x, n_tok, &s);
+            if (q8)
+                check_packed_same(&w.m, x, n_tok, &s, out_cpu);
             for (int t = 0; t < n_tok; t++)
                 for (int64_t o = 0; o < n_out; o++) {
                     const float *xt = x + (size_t)t * n_in, *wr = w.wf + o * n_in;
@@ -918,6 +945,8 @@ static void matmul_cases(uint32_t type)
     mm_case(type, 8 * bs, 50, 7, 64, &r);
     mm_case(type, 2 * bs, 19, 4, 8, &r);
     mm_case(type, bs == 32 ? 1024 : 4096, 20, 3, 0, &r);
+    if (bs == 32) /* 8-token panels, more than one 32-token chunk, a partial panel */
+        mm_case(type, 2 * bs, 37, 41, 0, &r);
 }
 
 START_TEST(test_matmul) { matmul_cases(q_types[_i]); }

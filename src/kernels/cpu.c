@@ -724,6 +724,13 @@ const bt_ops_t bt_ops_exact = {
     .attention = cpu_attention,
 };
 
+size_t bt_pack_bytes(const bt_matrix_t *w)
+{
+    return bt_cpu_q8_packed_bytes(w->type, w->n_in, w->n_out);
+}
+
+void bt_pack(const bt_matrix_t *w, void *dst) { bt_cpu_q8_pack(dst, w); }
+
 const bt_ops_t *bt_ops_by_name(const char *name)
 {
     static const bt_ops_t *const all[] = {&bt_ops_cpu, &bt_ops_exact, &bt_ops_ref};

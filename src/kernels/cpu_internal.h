@@ -27,4 +27,11 @@ bool bt_cpu_q8_supports(uint32_t type, int64_t n_in);
 void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                       int n_tok, const bt_scratch_t *s);
 
+/* The bytes of W (n_in x n_out of type) in the packed layout that
+ * bt_cpu_matmul_q8 reads when w->packed is set, 0 for types without one;
+ * and the packing of W into dst (64-byte aligned). Packed or not, the
+ * product has the same bits. */
+size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out);
+void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w);
+
 #endif /* BT_CPU_INTERNAL_H */

@@ -24,6 +24,7 @@
  * horizontal sum, whichever tile, thread or batch size computes it, so
  * invariant 1 holds (and one token gives the bits a batch gives).
  */
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -40,12 +41,13 @@
 #define Q8_TOKENS 32
 
 typedef struct {
-    const int8_t *q; /* [Q8_TOKENS][n_in] */
-    const float *d;  /* [Q8_TOKENS][n_in / 32] */
+    const int8_t *q;       /* [Q8_TOKENS][n_in] */
+    const float *d;        /* [Q8_TOKENS][n_in / 32] */
+    const int32_t *isum;   /* [Q8_TOKENS][n_in / 32]: sum of each block's q */
 } q8_rows_t;
 
-static void quantize_rows(int8_t *restrict q, float *restrict d, const float *restrict x,
-                          int n_tok, int64_t n_in)
+static void quantize_rows(int8_t *restrict q, float *restrict d, int32_t *restrict isum,
+                          const float *restrict x, int n_tok, int64_t n_in)
 {
     const int64_t nb = n_in / 32;
     for (int t = 0; t < n_tok; t++)
@@ -63,13 +65,24 @@ static void quantize_rows(int8_t *restrict q, float *restrict d, const float *re
             _mm_storeu_si128((__m128i *)qb, _mm512_cvtsepi32_epi8(qlo));
             _mm_storeu_si128((__m128i *)(qb + 16), _mm512_cvtsepi32_epi8(qhi));
             d[(size_t)t * nb + b] = db;
+            isum[(size_t)t * nb + b] = _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi));
         }
 }
 
-/* Two floats, each in 8 consecutive lanes: the scales of blocks b, b + 1. */
-static inline __m512 pair(float a, float b)
+/* ---- the weights of a block pair, unpacked ---- */
+
+/* Blocks b and b + 1 of a weight row: the 64 unsigned bytes u in element
+ * order, the scale of each 16-element quarter (d[0] = d[1] and d[2] = d[3]
+ * except for Q6_K) and the minimum of each block (formats with one). */
+typedef struct {
+    __m512i u;
+    float d[4], m[2];
+} wpair_t;
+
+static inline void pair(float *d, float a, float b)
 {
-    return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+    d[0] = d[1] = a;
+    d[2] = d[3] = b;
 }
 
 /* Low and high nibbles of 16 bytes a and 16 bytes b as 64 bytes in element
@@ -96,15 +109,15 @@ static inline __m512i q5_high(const uint8_t *qha, const uint8_t *qhb)
 
 /* Q4_K / Q5_K: the steps (d * scale) and minimums (-dmin * min) of
  * sub-blocks j, j + 1, as bt_k_steps computes them. */
-static inline void k_pair(__m512 *d, __m512 *m, uint16_t hd, uint16_t hdmin,
-                          const uint8_t *scales, int j)
+static inline void k_pair(wpair_t *p, uint16_t hd, uint16_t hdmin, const uint8_t *scales, int j)
 {
     const float dd = _cvtsh_ss(hd), dm = _cvtsh_ss(hdmin);
     int s0, m0, s1, m1;
     bt_k_scale_min(scales, j, &s0, &m0);
     bt_k_scale_min(scales, j + 1, &s1, &m1);
-    *d = pair(dd * (float)s0, dd * (float)s1);
-    *m = pair(-(dm * (float)m0), -(dm * (float)m1));
+    pair(p->d, dd * (float)s0, dd * (float)s1);
+    p->m[0] = -(dm * (float)m0);
+    p->m[1] = -(dm * (float)m1);
 }
 
 /* 32 bytes of packed nibbles holding two 32-element sub-blocks (the low
@@ -127,9 +140,9 @@ static inline __m512i high_k(const uint8_t *qh, int bit)
 }
 
 /* Q6_K groups g, g + 1 (32 elements each) of half h: 6-bit q = low 4 bits
- * from ql (high nibbles for groups 2, 3) | 2 bits of qh << 4; the 4 scales
- * of their 16-element sub-blocks, each over 4 lanes. */
-static inline void q6k_pair(const bt_block_q6_k_t *w, int h, int g, __m512i *u, __m512 *d)
+ * from ql (high nibbles for groups 2, 3) | 2 bits of qh << 4; the scales of
+ * their four 16-element sub-blocks. */
+static inline void q6k_pair(const bt_block_q6_k_t *w, int h, int g, wpair_t *p)
 {
     __m256i q[2];
     for (int k = 0; k < 2; k++) {
@@ -141,20 +154,11 @@ static inline void q6k_pair(const bt_block_q6_k_t *w, int h, int g, __m512i *u, 
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * gg), _mm256_set1_epi8(3));
         q[k] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)); /* 2 bits << 4 stay in the byte */
     }
-    *u = _mm512_inserti64x4(_mm512_castsi256_si512(q[0]), q[1], 1);
-    int32_t sc4;
-    memcpy(&sc4, w->scales + 8 * h + 2 * g, 4);
-    const __m512i sc = _mm512_cvtepi8_epi32(_mm_cvtsi32_si128(sc4));
-    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    *d = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(w->d)),
-                       _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(spread, sc)));
+    p->u = _mm512_inserti64x4(_mm512_castsi256_si512(q[0]), q[1], 1);
+    const float d = _cvtsh_ss(w->d);
+    for (int i = 0; i < 4; i++)
+        p->d[i] = d * (float)w->scales[8 * h + 2 * g + i];
 }
-
-/* Blocks b and b + 1 of a weight row: unsigned bytes, scales, minimums. */
-typedef struct {
-    __m512i u;
-    __m512 d, m;
-} wpair_t;
 
 static inline __attribute__((always_inline)) wpair_t wpair(const uint8_t *row, int64_t b,
                                                           const uint32_t type)
@@ -164,46 +168,48 @@ static inline __attribute__((always_inline)) wpair_t wpair(const uint8_t *row, i
     case BT_TYPE_Q4_0: {
         const bt_block_q4_0_t *w = (const bt_block_q4_0_t *)row + b;
         p.u = nibbles2(w[0].qs, w[1].qs);
-        p.d = pair(_cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
+        pair(p.d, _cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
         break;
     }
     case BT_TYPE_Q4_1: {
         const bt_block_q4_1_t *w = (const bt_block_q4_1_t *)row + b;
         p.u = nibbles2(w[0].qs, w[1].qs);
-        p.d = pair(_cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
-        p.m = pair(_cvtsh_ss(w[0].m), _cvtsh_ss(w[1].m));
+        pair(p.d, _cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
+        p.m[0] = _cvtsh_ss(w[0].m);
+        p.m[1] = _cvtsh_ss(w[1].m);
         break;
     }
     case BT_TYPE_Q5_0: {
         const bt_block_q5_0_t *w = (const bt_block_q5_0_t *)row + b;
         p.u = _mm512_or_si512(nibbles2(w[0].qs, w[1].qs), q5_high(w[0].qh, w[1].qh));
-        p.d = pair(_cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
+        pair(p.d, _cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
         break;
     }
     case BT_TYPE_Q5_1: {
         const bt_block_q5_1_t *w = (const bt_block_q5_1_t *)row + b;
         p.u = _mm512_or_si512(nibbles2(w[0].qs, w[1].qs), q5_high(w[0].qh, w[1].qh));
-        p.d = pair(_cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
-        p.m = pair(_cvtsh_ss(w[0].m), _cvtsh_ss(w[1].m));
+        pair(p.d, _cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
+        p.m[0] = _cvtsh_ss(w[0].m);
+        p.m[1] = _cvtsh_ss(w[1].m);
         break;
     }
     case BT_TYPE_Q4_K: {
         const bt_block_q4_k_t *w = (const bt_block_q4_k_t *)row + b / 8;
         const int c = (int)(b % 8) / 2;
         p.u = nibbles_k(w->qs + 32 * c);
-        k_pair(&p.d, &p.m, w->d, w->dmin, w->scales, 2 * c);
+        k_pair(&p, w->d, w->dmin, w->scales, 2 * c);
         break;
     }
     case BT_TYPE_Q5_K: {
         const bt_block_q5_k_t *w = (const bt_block_q5_k_t *)row + b / 8;
         const int c = (int)(b % 8) / 2;
         p.u = _mm512_or_si512(nibbles_k(w->qs + 32 * c), high_k(w->qh, 2 * c));
-        k_pair(&p.d, &p.m, w->d, w->dmin, w->scales, 2 * c);
+        k_pair(&p, w->d, w->dmin, w->scales, 2 * c);
         break;
     }
     case BT_TYPE_Q6_K: {
         const bt_block_q6_k_t *w = (const bt_block_q6_k_t *)row + b / 8;
-        q6k_pair(w, (int)(b % 8) / 4, (int)(b % 4), &p.u, &p.d);
+        q6k_pair(w, (int)(b % 8) / 4, (int)(b % 4), &p);
         break;
     }
     default: { /* Q8_0 */
@@ -212,13 +218,14 @@ static inline __attribute__((always_inline)) wpair_t wpair(const uint8_t *row, i
             _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)w[0].qs)),
             _mm256_loadu_si256((const __m256i *)w[1].qs), 1);
         p.u = _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
-        p.d = pair(_cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
+        pair(p.d, _cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
         break;
     }
     }
     return p;
 }
 
+/* c, where the format's q is u - c: as a shift */
 static inline int offset_shift(const uint32_t type)
 {
     return type == BT_TYPE_Q4_0 ? 3 : type == BT_TYPE_Q5_0 ? 4 : type == BT_TYPE_Q6_K ? 5
@@ -231,87 +238,100 @@ static inline bool has_min(const uint32_t type)
            type == BT_TYPE_Q5_K;
 }
 
-/* A weight row unpacked for the GEMM: per step of 64 elements the bytes
- * u, the scale vector d and (formats with a minimum) m, as wpair gives
- * them. A row group is unpacked once per chunk of tokens instead of once
- * per 4 tokens. */
-typedef struct {
-    __m512i u;
-    __m512 d, m;
-} wstep_t;
+/* ---- the product: one fixed sequence per output ----
+ *
+ * For output (r, t), over the blocks b in order, with S the exact integer
+ * sum of u * q_x - c * q_x over a scale group (the block, or each of its
+ * 16-element halves for Q6_K):
+ *   acc = fma((float)S, d_w * d_x, acc)        per scale group, in order
+ *   acc = fma((float)isum_x, m * d_x, acc)     formats with a minimum
+ * starting from 0. Both paths below compute exactly this: the direct one
+ * per row from the GGUF blocks (8 lanes of vpdpbusd per block, summed in
+ * integers), the packed one for 16 rows at once from bt_cpu_q8_pack's
+ * layout (one lane per row). */
 
-/* out[t * ldo + r] for R rows and T tokens of xq, over nb 32-blocks (nb
- * even). Rows come from the weights (row_bytes apart) or, unpacked, from
- * wstep_t arrays of nb / 2 steps each; both give the same u, d, m and then
- * the same operations, so the same bits. R, T, type and unpacked are
+static inline __attribute__((always_inline)) float
+block_terms(float acc, __m512i v, const wpair_t *wp, float dx0, float dx1, int32_t is0,
+            int32_t is1, const uint32_t type)
+{
+    /* sums of 4 lanes (16 elements) in every lane of each 128-bit quarter */
+    __m512i a = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+    a = _mm512_add_epi32(a, _mm512_shuffle_epi32(a, _MM_PERM_BADC));
+    if (type == BT_TYPE_Q6_K) {
+        int32_t q[16];
+        _mm512_storeu_si512(q, a);
+        acc = fmaf((float)q[0], wp->d[0] * dx0, acc);
+        acc = fmaf((float)q[4], wp->d[1] * dx0, acc);
+        acc = fmaf((float)q[8], wp->d[2] * dx1, acc);
+        return fmaf((float)q[12], wp->d[3] * dx1, acc);
+    }
+    a = _mm512_add_epi32(a, _mm512_shuffle_i32x4(a, a, _MM_SHUFFLE(2, 3, 0, 1)));
+    const int32_t s0 = _mm512_cvtsi512_si32(a);
+    const int32_t s1 = _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(a, 2));
+    acc = fmaf((float)s0, wp->d[0] * dx0, acc);
+    if (has_min(type))
+        acc = fmaf((float)is0, wp->m[0] * dx0, acc);
+    acc = fmaf((float)s1, wp->d[2] * dx1, acc);
+    if (has_min(type))
+        acc = fmaf((float)is1, wp->m[1] * dx1, acc);
+    return acc;
+}
+
+/* out[t * ldo + r] for R rows (row_bytes apart) and T tokens of xq, over
+ * nb 32-blocks (nb even), straight from the blocks. R, T and type are
  * constants after inlining. */
 static inline __attribute__((always_inline)) void
 tile_q8(float *restrict out, size_t ldo, const uint8_t *w, size_t row_bytes, q8_rows_t xq,
-        int64_t n_in, const int R, const int T, const uint32_t type, const bool unpacked)
+        int64_t n_in, const int R, const int T, const uint32_t type)
 {
     const int64_t nb = n_in / 32;
     const int sh = offset_shift(type);
     const __m512i ones = _mm512_set1_epi8(1);
-    __m512 acc[4][4];
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++)
-            acc[r][t] = _mm512_setzero_ps();
+    float acc[4][4] = {{0}};
     /* the row group two ahead, a slice per block (as the exact GEMV does:
      * interleaved row streams outrun the hardware prefetcher) */
     const char *ahead = (const char *)w + 8 * row_bytes;
     const size_t slice = (4 * row_bytes + (size_t)nb - 1) / (size_t)nb;
     for (int64_t b = 0; b < nb; b += 2) {
-        if (!unpacked)
-            for (size_t o = 0; o < 2 * slice; o += 64)
-                _mm_prefetch(ahead + (size_t)b * slice + o, _MM_HINT_T0);
+        for (size_t o = 0; o < 2 * slice; o += 64)
+            _mm_prefetch(ahead + (size_t)b * slice + o, _MM_HINT_T0);
         __m512i xv[4], base[4];
-        __m512 dx[4], sx[4];
         for (int t = 0; t < T; t++) {
             xv[t] = _mm512_loadu_si512(xq.q + (size_t)t * n_in + 32 * b);
-            const float *d = xq.d + (size_t)t * nb + b;
-            dx[t] = pair(d[0], d[1]);
-            /* lane sums of q_x: - c * them starts the integer dot product,
-             * or (for the formats with a minimum) they carry m */
-            const __m512i lanes = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, xv[t]);
+            /* - c * the lane sums of q_x start the integer sums */
+            base[t] = _mm512_setzero_si512();
             if (sh >= 0)
-                base[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(lanes, sh));
-            else
-                sx[t] = _mm512_cvtepi32_ps(lanes);
+                base[t] = _mm512_sub_epi32(
+                    base[t], _mm512_slli_epi32(_mm512_dpbusd_epi32(base[t], ones, xv[t]), sh));
         }
         for (int r = 0; r < R; r++) {
-            wpair_t wp;
-            if (unpacked) {
-                const wstep_t *ws = (const wstep_t *)w + (size_t)r * (size_t)(nb / 2) + b / 2;
-                wp.u = ws->u;
-                wp.d = ws->d;
-                wp.m = ws->m;
-            } else {
-                wp = wpair(w + (size_t)r * row_bytes, b, type);
-            }
+            const wpair_t wp = wpair(w + (size_t)r * row_bytes, b, type);
             for (int t = 0; t < T; t++) {
-                const __m512i s = _mm512_dpbusd_epi32(sh >= 0 ? base[t] : _mm512_setzero_si512(),
-                                                      wp.u, xv[t]);
-                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wp.d, dx[t]),
-                                            acc[r][t]);
-                if (has_min(type))
-                    acc[r][t] = _mm512_fmadd_ps(sx[t], _mm512_mul_ps(wp.m, dx[t]), acc[r][t]);
+                const size_t xb = (size_t)t * nb + b;
+                acc[r][t] = block_terms(acc[r][t], _mm512_dpbusd_epi32(base[t], wp.u, xv[t]), &wp,
+                                        xq.d[xb], xq.d[xb + 1], xq.isum[xb], xq.isum[xb + 1],
+                                        type);
             }
         }
     }
     for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++)
-            out[t * ldo + r] = _mm512_reduce_add_ps(acc[r][t]);
+            out[t * ldo + r] = acc[r][t];
 }
 
 typedef void (*tile_q8_fn)(float *restrict, size_t, const uint8_t *, size_t, q8_rows_t, int64_t);
-typedef void (*unpack_fn)(wstep_t *restrict, const uint8_t *, size_t, int, int64_t);
 
-/* Per type: the GEMV tiles straight from the weights (4 rows or 1, one
- * token), the GEMM tiles from unpacked rows (4 rows or 1, 1-4 tokens) and
- * the unpacking of nr rows. */
-#define TILE_Q8(ty, R, T, U, name)                                                                 static void name##_##ty##_##R##_##T(float *restrict o, size_t ldo, const uint8_t *w,                                                size_t rb, q8_rows_t x, int64_t n)                          {                                                                                                   tile_q8(o, ldo, w, rb, x, n, R, T, BT_TYPE_##ty, U);                                        }
-#define TILE_U8_ROW(ty, R)                                                                         TILE_Q8(ty, R, 1, true, tu) TILE_Q8(ty, R, 2, true, tu) TILE_Q8(ty, R, 3, true, tu)             TILE_Q8(ty, R, 4, true, tu)
-#define TILE_Q8_TYPE(ty)                                                                           TILE_Q8(ty, 1, 1, false, tq) TILE_Q8(ty, 4, 1, false, tq) TILE_U8_ROW(ty, 1)                    TILE_U8_ROW(ty, 4)                                                                              static void unpack_##ty(wstep_t *restrict ws, const uint8_t *w, size_t rb, int nr,                                      int64_t nb)                                                             {                                                                                                   for (int r = 0; r < nr; r++)                                                                        for (int64_t b = 0; b < nb; b += 2, ws++) {                                                         const wpair_t p = wpair(w + (size_t)r * rb, b, BT_TYPE_##ty);                                   ws->u = p.u;                                                                                    ws->d = p.d;                                                                                    ws->m = has_min(BT_TYPE_##ty) ? p.m : _mm512_setzero_ps();                                  }                                                                                       }
+#define TILE_Q8(ty, R, T)                                                                      \
+    static void tq_##ty##_##R##_##T(float *restrict o, size_t ldo, const uint8_t *w, size_t rb, \
+                                    q8_rows_t x, int64_t n)                                     \
+    {                                                                                           \
+        tile_q8(o, ldo, w, rb, x, n, R, T, BT_TYPE_##ty);                                       \
+    }
+#define TILE_Q8_ROW(ty, R) TILE_Q8(ty, R, 1) TILE_Q8(ty, R, 2) TILE_Q8(ty, R, 3) TILE_Q8(ty, R, 4)
+#define TILE_Q8_TYPE(ty) TILE_Q8_ROW(ty, 1) TILE_Q8_ROW(ty, 4)
+#define TILES_Q8(ty)                                                                           \
+    {{tq_##ty##_1_1, tq_##ty##_1_2, tq_##ty##_1_3, tq_##ty##_1_4},                              \
+     {tq_##ty##_4_1, tq_##ty##_4_2, tq_##ty##_4_3, tq_##ty##_4_4}}
 TILE_Q8_TYPE(Q4_0)
 TILE_Q8_TYPE(Q4_1)
 TILE_Q8_TYPE(Q5_0)
@@ -321,16 +341,10 @@ TILE_Q8_TYPE(Q4_K)
 TILE_Q8_TYPE(Q5_K)
 TILE_Q8_TYPE(Q6_K)
 
-typedef struct {
-    tile_q8_fn gemv[2];    /* [1 row, 4 rows] */
-    tile_q8_fn gemm[2][4]; /* [1 row, 4 rows][tokens - 1] */
-    unpack_fn unpack;
-} q8_kernels_t;
-
-#define KERNELS_Q8(ty)                                                                             {{tq_##ty##_1_1, tq_##ty##_4_1},                                                                 {{tu_##ty##_1_1, tu_##ty##_1_2, tu_##ty##_1_3, tu_##ty##_1_4},                                   {tu_##ty##_4_1, tu_##ty##_4_2, tu_##ty##_4_3, tu_##ty##_4_4}},                                 unpack_##ty}
-static const q8_kernels_t kernels_q8[8] = {
-    KERNELS_Q8(Q4_0), KERNELS_Q8(Q4_1), KERNELS_Q8(Q5_0), KERNELS_Q8(Q5_1),
-    KERNELS_Q8(Q8_0), KERNELS_Q8(Q4_K), KERNELS_Q8(Q5_K), KERNELS_Q8(Q6_K),
+/* [type][1 row, 4 rows][tokens - 1] */
+static const tile_q8_fn tiles_q8[8][2][4] = {
+    TILES_Q8(Q4_0), TILES_Q8(Q4_1), TILES_Q8(Q5_0), TILES_Q8(Q5_1),
+    TILES_Q8(Q8_0), TILES_Q8(Q4_K), TILES_Q8(Q5_K), TILES_Q8(Q6_K),
 };
 
 static int type_index(uint32_t type)
@@ -353,59 +367,205 @@ bool bt_cpu_q8_supports(uint32_t type, int64_t n_in)
     return type_index(type) >= 0 && n_in % 64 == 0; /* K rows: always whole 256-blocks */
 }
 
-/* Each thread takes a contiguous share of the rows (in groups of 4) and,
- * for each chunk of Q8_TOKENS tokens, quantizes the chunk into its own
- * scratch (repeating n_tok * n_in work per thread, nothing next to the
- * product's n_tok * n_in * n_out), then per row group: one token reads the
- * weights directly; more unpack the group once and run 4 x 4 tiles. */
+/* ---- the packed layout: 16 rows interleaved ----
+ *
+ * Q4_0, Q4_1, Q8_0. Rows in panels of 16 (the last padded with zero rows);
+ * per panel, per 32-block, PB bytes:
+ *   Q8_0: 8 vectors of 64 bytes, vector j = for each row r its bytes
+ *         u[4j .. 4j+3] (u = q + 128), then the 16 f16 scales;
+ *   Q4_x: 4 vectors, vector j = for each row r its qs bytes 4j .. 4j+3 (low
+ *         nibbles: elements 4j.., high: 16 + 4j..), then 16 f16 scales
+ *         (and for Q4_1 16 f16 minimums).
+ * The same bytes as the blocks, so the same size. A row of 4 bytes times
+ * one token's 4 quantized activations is one vpdpbusd lane: a block's sum
+ * for 16 rows accumulates in one register before its single conversion. */
+
+static int packed_block_bytes(uint32_t type)
+{
+    switch (type) {
+    case BT_TYPE_Q4_0: return 4 * 64 + 32;
+    case BT_TYPE_Q4_1: return 4 * 64 + 64;
+    case BT_TYPE_Q8_0: return 8 * 64 + 32;
+    default: return 0;
+    }
+}
+
+size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out)
+{
+    if (!bt_cpu_q8_supports(type, n_in) || packed_block_bytes(type) == 0)
+        return 0;
+    return (size_t)((n_out + 15) / 16) * (size_t)(n_in / 32) * (size_t)packed_block_bytes(type);
+}
+
+void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w)
+{
+    const int64_t nb = w->n_in / 32, n_panels = (w->n_out + 15) / 16;
+    const int pb = packed_block_bytes(w->type);
+    memset(dst, 0, bt_cpu_q8_packed_bytes(w->type, w->n_in, w->n_out));
+    for (int64_t p = 0; p < n_panels; p++)
+        for (int r = 0; r < 16 && 16 * p + r < w->n_out; r++) {
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)(16 * p + r) * w->row_bytes;
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *o = dst + (size_t)(p * nb + b) * (size_t)pb;
+                uint16_t *scales;
+                if (w->type == BT_TYPE_Q8_0) {
+                    const bt_block_q8_0_t *blk = (const bt_block_q8_0_t *)row + b;
+                    for (int k = 0; k < 32; k++)
+                        o[64 * (k / 4) + 4 * r + k % 4] = (uint8_t)(blk->qs[k] ^ 0x80);
+                    scales = (uint16_t *)(o + 8 * 64);
+                    scales[r] = blk->d;
+                } else {
+                    /* Q4_0 and Q4_1 share d and qs after Q4_1's m */
+                    const bt_block_q4_1_t *b1 = (const bt_block_q4_1_t *)row + b;
+                    const bt_block_q4_0_t *b0 = (const bt_block_q4_0_t *)row + b;
+                    const uint8_t *qs = w->type == BT_TYPE_Q4_1 ? b1->qs : b0->qs;
+                    for (int k = 0; k < 16; k++)
+                        o[64 * (k / 4) + 4 * r + k % 4] = qs[k];
+                    scales = (uint16_t *)(o + 4 * 64);
+                    scales[r] = w->type == BT_TYPE_Q4_1 ? b1->d : b0->d;
+                    if (w->type == BT_TYPE_Q4_1)
+                        scales[16 + r] = b1->m;
+                }
+            }
+        }
+}
+
+static inline __m512i bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* One panel (16 rows) times T tokens: out[t * ldo + i] for i < nr. */
+static inline __attribute__((always_inline)) void
+panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t xq, int64_t n_in,
+         const int T, const uint32_t type)
+{
+    const int64_t nb = n_in / 32;
+    const int pb = packed_block_bytes(type), nv = type == BT_TYPE_Q8_0 ? 8 : 4;
+    const int sh = offset_shift(type);
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    __m512 acc[8];
+    for (int t = 0; t < T; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, pw += pb) {
+        __m512i s[8];
+        for (int t = 0; t < T; t++)
+            s[t] = _mm512_set1_epi32(sh >= 0 ? -(xq.isum[(size_t)t * nb + b] << sh) : 0);
+        for (int j = 0; j < nv; j++) {
+            const __m512i v = _mm512_loadu_si512(pw + 64 * j);
+            if (type == BT_TYPE_Q8_0) {
+                for (int t = 0; t < T; t++)
+                    s[t] = _mm512_dpbusd_epi32(s[t], v, bcast4(xq.q + (size_t)t * n_in + 32 * b + 4 * j));
+            } else {
+                const __m512i lo = _mm512_and_si512(v, low);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+                for (int t = 0; t < T; t++) {
+                    const int8_t *x = xq.q + (size_t)t * n_in + 32 * b + 4 * j;
+                    s[t] = _mm512_dpbusd_epi32(s[t], lo, bcast4(x));
+                    s[t] = _mm512_dpbusd_epi32(s[t], hi, bcast4(x + 16));
+                }
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pw + 64 * nv)));
+        for (int t = 0; t < T; t++) {
+            const size_t xb = (size_t)t * nb + b;
+            const __m512 dx = _mm512_set1_ps(xq.d[xb]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, dx), acc[t]);
+            if (has_min(type)) {
+                const __m512 m =
+                    _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pw + 64 * nv + 32)));
+                acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)xq.isum[xb]), _mm512_mul_ps(m, dx),
+                                         acc[t]);
+            }
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+    for (int t = 0; t < T; t++)
+        _mm512_mask_storeu_ps(out + (size_t)t * ldo, keep, acc[t]);
+}
+
+typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, q8_rows_t, int64_t);
+
+#define PANEL(ty, T)                                                                           \
+    static void pn_##ty##_##T(float *restrict o, size_t ldo, int nr, const uint8_t *pw,         \
+                              q8_rows_t x, int64_t n)                                           \
+    {                                                                                           \
+        panel_q8(o, ldo, nr, pw, x, n, T, BT_TYPE_##ty);                                        \
+    }
+#define PANELS(ty)                                                                             \
+    PANEL(ty, 1) PANEL(ty, 2) PANEL(ty, 3) PANEL(ty, 4) PANEL(ty, 5) PANEL(ty, 6)               \
+    PANEL(ty, 7) PANEL(ty, 8)
+PANELS(Q4_0)
+PANELS(Q4_1)
+PANELS(Q8_0)
+#define PANEL_ROW(ty)                                                                          \
+    {pn_##ty##_1, pn_##ty##_2, pn_##ty##_3, pn_##ty##_4, pn_##ty##_5, pn_##ty##_6,             \
+     pn_##ty##_7, pn_##ty##_8}
+
+static const panel_fn *panels_for(uint32_t type)
+{
+    static const panel_fn q4_0[8] = PANEL_ROW(Q4_0), q4_1[8] = PANEL_ROW(Q4_1),
+                          q8_0[8] = PANEL_ROW(Q8_0);
+    return type == BT_TYPE_Q4_0 ? q4_0 : type == BT_TYPE_Q4_1 ? q4_1 : q8_0;
+}
+
+/* Each thread takes a contiguous share of the rows (panels of 16 when
+ * packed, groups of 4 otherwise) and, for each chunk of Q8_TOKENS tokens,
+ * quantizes the chunk into its own scratch (repeating n_tok * n_in work
+ * per thread, nothing next to the product's n_tok * n_in * n_out), then
+ * multiplies its rows with it. */
 void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                       int n_tok, const bt_scratch_t *s)
 {
     const int64_t n_in = w->n_in, n_out = w->n_out, nb = n_in / 32;
-    const q8_kernels_t *k = &kernels_q8[type_index(w->type)];
-    const int64_t n_groups = (n_out + 3) / 4;
+    const bool packed = w->packed != NULL;
+    const int rows_per = packed ? 16 : 4;
+    const int64_t n_groups = (n_out + rows_per - 1) / rows_per;
     const size_t rb = w->row_bytes;
+    const tile_q8_fn(*tiles)[4] = tiles_q8[type_index(w->type)];
+    const panel_fn *panels = packed ? panels_for(w->type) : NULL;
+    const size_t pstride = packed ? (size_t)nb * (size_t)packed_block_bytes(w->type) : 0;
     const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
 #pragma omp parallel num_threads(team) if (team > 1)
     {
         const int nth = omp_get_num_threads(), me = omp_get_thread_num();
         const int64_t g0 = n_groups * me / nth, g1 = n_groups * (me + 1) / nth;
-        /* scratch: 64-aligned unpacked rows (4 x nb / 2 steps of 192 bytes),
-         * then the quantized chunk (Q8_TOKENS x n_in bytes, then scales):
-         * 48 n_in + 64 bytes, inside the 16 n_in floats the scratch has */
-        uint8_t *base = (uint8_t *)(s->buf + (size_t)me * s->per_thread);
-        wstep_t *ws = (wstep_t *)(base + (-(uintptr_t)base & 63));
-        int8_t *q = (int8_t *)(ws + 4 * (nb / 2));
+        /* scratch: the quantized chunk, Q8_TOKENS x (n_in + 8 n_in / 32)
+         * bytes, inside the 16 n_in floats the scratch has */
+        int8_t *q = (int8_t *)(s->buf + (size_t)me * s->per_thread);
         float *d = (float *)(q + (size_t)Q8_TOKENS * n_in);
+        int32_t *isum = (int32_t *)(d + (size_t)Q8_TOKENS * nb);
         for (int t0 = 0; t0 < n_tok; t0 += Q8_TOKENS) {
             const int nt = n_tok - t0 < Q8_TOKENS ? n_tok - t0 : Q8_TOKENS;
-            quantize_rows(q, d, x + (size_t)t0 * n_in, nt, n_in);
+            quantize_rows(q, d, isum, x + (size_t)t0 * n_in, nt, n_in);
             for (int64_t g = g0; g < g1; g++) {
-                const int64_t r0 = 4 * g;
-                const int nr = n_out - r0 < 4 ? (int)(n_out - r0) : 4;
-                const uint8_t *wr = (const uint8_t *)w->data + (size_t)r0 * rb;
+                const int64_t r0 = rows_per * g;
+                const int nr = n_out - r0 < rows_per ? (int)(n_out - r0) : rows_per;
                 float *o = out + (size_t)t0 * n_out + r0;
-                const q8_rows_t x0 = {q, d};
-                if (nt == 1) {
-                    if (nr == 4)
-                        k->gemv[1](o, (size_t)n_out, wr, rb, x0, n_in);
-                    else
-                        for (int r = 0; r < nr; r++)
-                            k->gemv[0](o + r, (size_t)n_out, wr + (size_t)r * rb, rb, x0, n_in);
+                if (packed) {
+                    const uint8_t *pw = (const uint8_t *)w->packed + (size_t)g * pstride;
+                    for (int t = 0; t < nt; t += 8) {
+                        const int tt = nt - t < 8 ? nt - t : 8;
+                        const q8_rows_t xt = {q + (size_t)t * n_in, d + (size_t)t * nb,
+                                              isum + (size_t)t * nb};
+                        panels[tt - 1](o + (size_t)t * n_out, (size_t)n_out, nr, pw, xt, n_in);
+                    }
                     continue;
                 }
-                k->unpack(ws, wr, rb, nr, nb);
+                const uint8_t *wr = (const uint8_t *)w->data + (size_t)r0 * rb;
                 for (int t = 0; t < nt; t += 4) {
                     const int tt = nt - t < 4 ? nt - t : 4;
-                    const q8_rows_t xt = {q + (size_t)t * n_in, d + (size_t)t * nb};
+                    const q8_rows_t xt = {q + (size_t)t * n_in, d + (size_t)t * nb,
+                                          isum + (size_t)t * nb};
                     float *ot = o + (size_t)t * n_out;
                     if (nr == 4)
-                        k->gemm[1][tt - 1](ot, (size_t)n_out, (const uint8_t *)ws, 0, xt, n_in);
+                        tiles[1][tt - 1](ot, (size_t)n_out, wr, rb, xt, n_in);
                     else
                         for (int r = 0; r < nr; r++)
-                            k->gemm[0][tt - 1](ot + r, (size_t)n_out,
-                                               (const uint8_t *)(ws + (size_t)r * (nb / 2)), 0,
-                                               xt, n_in);
+                            tiles[0][tt - 1](ot + r, (size_t)n_out, wr + (size_t)r * rb, rb, xt,
+                                             n_in);
                 }
             }
         }
@@ -420,6 +580,14 @@ bool bt_cpu_q8_supports(uint32_t type, int64_t n_in)
     (void)n_in;
     return false;
 }
+
+size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out)
+{
+    (void)type, (void)n_in, (void)n_out;
+    return 0;
+}
+
+void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w) { (void)dst, (void)w; }
 
 void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                       int n_tok, const bt_scratch_t *s)

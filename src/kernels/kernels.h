@@ -37,6 +37,8 @@ typedef struct bt_matrix {
     int64_t n_in;
     int64_t n_out;
     uint64_t row_bytes;
+    const void *packed; /* NULL, or the same weights in bt_ops_cpu's packed layout
+                         * (bt_pack_bytes, bt_pack): faster, the same results */
 } bt_matrix_t;
 
 /* Per-thread work memory: thread i owns buf[i * per_thread, (i+1) * per_thread). */
@@ -77,6 +79,12 @@ typedef struct bt_ops {
 extern const bt_ops_t bt_ops_ref;
 extern const bt_ops_t bt_ops_exact;
 extern const bt_ops_t bt_ops_cpu;
+
+/* Bytes of W in bt_ops_cpu's packed layout (16 rows interleaved, for its
+ * 8-bit activation path), 0 where there is none; bt_pack writes it to dst
+ * (64-byte aligned) for setting w->packed. Other tables ignore packed. */
+size_t bt_pack_bytes(const bt_matrix_t *w);
+void bt_pack(const bt_matrix_t *w, void *dst);
 
 /* The table called name ("cpu", "exact", "ref"), or NULL. */
 const bt_ops_t *bt_ops_by_name(const char *name);

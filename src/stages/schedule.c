@@ -97,6 +97,8 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
     st = bt_model_bind(p->model, p->bounds[p->rank], p->bounds[p->rank + 1], p->first, p->last);
     if (st == BT_OK)
         st = bt_model_place_weights(p->model, !cfg->no_mmap);
+    if (st == BT_OK && cfg->ops == &bt_ops_cpu)
+        st = bt_model_pack(p->model);
     if ((st = bt_transport_agree(p->comm, st)))
         goto fail;
 
