@@ -28,6 +28,7 @@
 #include "report.h"
 #include "results_h5.h"
 #include "rng.h"
+#include "stages/linkprobe.h"
 #include "stages/partition.h"
 #include "stages/schedule.h"
 
@@ -39,6 +40,7 @@ typedef struct bench {
     bt_run_info_t run;
     char (*rank_hosts)[64];   /* [size] */
     const char **host_ptrs;   /* [size] into rank_hosts */
+    bt_run_link_t *links;     /* [size - 1] on rank 0: link s -> s+1 */
     int64_t run_id;
 } bench_t;
 
@@ -111,6 +113,48 @@ static bt_status_t gather_provenance(bench_t *b, int argc, char **argv)
     snprintf(r->slurm_job_id, sizeof r->slurm_job_id, "%s", job ? job : "");
     r->n_ranks = b->size;
     return BT_OK;
+}
+
+/* Measures every link s -> s+1 once (stages/linkprobe.h); rank 0 keeps
+ * them for /links and prints them with -v. */
+static bt_status_t probe_links(bench_t *b)
+{
+    bt_link_t *raw = NULL;
+    bt_status_t st = BT_OK;
+    if (b->rank == 0 && b->size > 1) {
+        raw = calloc((size_t)b->size - 1, sizeof *raw);
+        b->links = calloc((size_t)b->size - 1, sizeof *b->links);
+        if (raw == NULL || b->links == NULL) {
+            bt_log_error("cannot allocate %d link records", b->size - 1);
+            st = BT_ERR_NOMEM;
+        }
+    }
+    if ((st = bt_transport_agree(b->comm, st)) == BT_OK)
+        st = bt_linkprobe_run(b->comm, NULL, raw);
+    for (int i = 0; st == BT_OK && b->rank == 0 && i < b->size - 1; i++) {
+        const bt_link_t *l = &raw[i];
+        bt_run_link_t *o = &b->links[i];
+        *o = (bt_run_link_t){
+            .from_rank = l->from,
+            .to_rank = l->to,
+            .latency_us = l->latency_s * 1e6,
+            .bandwidth_MBps = l->bandwidth * 1e-6,
+            .lat_bytes = (int64_t)l->lat_bytes,
+            .bw_bytes = (int64_t)l->bw_bytes,
+            .lat_round_trips = l->lat_reps,
+            .bw_round_trips = l->bw_reps,
+        };
+        snprintf(o->from_host, sizeof o->from_host, "%s", b->rank_hosts[l->from]);
+        snprintf(o->to_host, sizeof o->to_host, "%s", b->rank_hosts[l->to]);
+        if (b->params->verbose)
+            bt_log_info("link %d -> %d (%s -> %s): latency %.1f us, bandwidth %.1f MB/s "
+                        "(median of %d round trips of %lld B and %d of %lld B)",
+                        o->from_rank, o->to_rank, o->from_host, o->to_host, o->latency_us,
+                        o->bandwidth_MBps, o->lat_round_trips, (long long)o->lat_bytes,
+                        o->bw_round_trips, (long long)o->bw_bytes);
+    }
+    free(raw);
+    return st;
 }
 
 /* ---- one test ---- */
@@ -305,7 +349,7 @@ static bt_status_t prepare_outputs(bench_t *b)
         st = BT_ERR_IO;
     }
     if (b->rank == 0 && st == BT_OK && prm->hdf5 != NULL)
-        st = bt_h5_begin_run(prm->hdf5, &b->run, &b->run_id);
+        st = bt_h5_begin_run(prm->hdf5, &b->run, b->links, b->size - 1, &b->run_id);
     return bt_transport_agree(b->comm, st);
 }
 
@@ -368,13 +412,15 @@ int main(int argc, char **argv)
             bt_log_error("--kernels times one process; run it with one rank, not %d", b.size);
         st = b.size > 1 ? BT_ERR_ARG : bt_bench_kernels(&prm, stdout);
         rc = st == BT_OK ? 0 : st == BT_ERR_ARG ? 2 : 1;
-    } else if (gather_provenance(&b, argc, argv) != BT_OK || prepare_outputs(&b) != BT_OK) {
+    } else if (gather_provenance(&b, argc, argv) != BT_OK || probe_links(&b) != BT_OK ||
+               prepare_outputs(&b) != BT_OK) {
         rc = 1;
     } else {
         rc = run_all(&b);
     }
     free(b.rank_hosts);
     free(b.host_ptrs);
+    free(b.links);
     bt_bench_params_free(&prm);
     MPI_Finalize();
     return rc;

@@ -107,6 +107,10 @@ grep -q '| 2/2 | 1 |' "$tmp/md2" && ok "2-rank split and pipeline columns" ||
     { bad "2-rank columns"; cat "$tmp/md2"; }
 "$bin/tests/check_results" "$h5" 2 6 4 "$tmp/before.h5" >"$tmp/chk" 2>&1 &&
     ok "appended file reads back, old rows unchanged" || { bad "appended file"; cat "$tmp/chk"; }
+# the link probe: -v prints every link s -> s+1 with its latency and bandwidth
+if mpi 3 "$b" -m "$m" -p 8 -n 0 -r 1 -t 1 -v >/dev/null 2>"$tmp/err" &&
+    [ "$(grep -cE 'link [01] -> [12] \(.*\): latency [0-9.]+ us, bandwidth [0-9.]+ MB/s' "$tmp/err")" -eq 2 ]
+then ok "-v prints the 2 links of 3 ranks"; else bad "-v link probe lines"; cat "$tmp/err"; fi
 if command -v h5dump >/dev/null; then
     h5dump -H "$h5" >/dev/null 2>&1 && ok "h5dump reads the file" || bad "h5dump"
 fi
