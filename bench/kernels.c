@@ -211,6 +211,7 @@ typedef struct kb_pool {
     uint8_t *data;
     uint64_t row_bytes;
     int64_t n_rows;
+    uint8_t *packed; /* the pool in bt_ops_cpu's packed layout, or NULL */
 } kb_pool_t;
 
 #define KB_POOL_DISTINCT_ROWS 64
@@ -239,7 +240,7 @@ static bool pool_size(uint32_t type, int64_t n_in, int64_t n_rows_min, uint64_t 
     if (bt_type_row_bytes(type, (uint64_t)n_in, &rb) != 0)
         return false;
     int64_t rows = (int64_t)((bytes_min + rb - 1) / rb);
-    *p = (kb_pool_t){NULL, rb, rows > n_rows_min ? rows : n_rows_min};
+    *p = (kb_pool_t){NULL, rb, rows > n_rows_min ? rows : n_rows_min, NULL};
     return true;
 }
 
@@ -295,8 +296,14 @@ typedef struct kb_job {
 
 static void job_call(kb_job_t *j)
 {
-    j->w.data = j->pool->data + (size_t)(j->next % j->n_windows) * (size_t)j->w.n_out *
-                                    j->pool->row_bytes;
+    const int64_t win = j->next % j->n_windows;
+    j->w.data = j->pool->data + (size_t)win * (size_t)j->w.n_out * j->pool->row_bytes;
+    /* bt_ops_cpu multiplies packed weights, as a pipeline gives it; a
+     * window of whole 16-row panels is the packed matrix of its rows */
+    j->w.packed = NULL;
+    if (j->ops == &bt_ops_cpu && j->pool->packed != NULL && j->w.n_out % 16 == 0)
+        j->w.packed = j->pool->packed +
+                      (size_t)win * bt_cpu_q8_packed_bytes(j->w.type, j->w.n_in, j->w.n_out);
     j->next++;
     j->ops->matmul(j->out, &j->w, j->x, j->n_tok, j->scratch);
 }
@@ -533,7 +540,7 @@ static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
     const bt_bench_params_t *p = r->p;
     kb_mat_t m[KB_N_MATS];
     shape_mats(s, m);
-    kb_pool_t pools[2];
+    kb_pool_t pools[2] = {{0}};
     bool have[2];
     shape_pools(s, m, KB_N_MATS, type, cold, pools, have);
     uint8_t *mem = r->pool_mem;
@@ -542,6 +549,12 @@ static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
         if (have[w]) {
             pool_fill(&pools[w], mem, type, n_in, r->row);
             mem += (size_t)pools[w].n_rows * pools[w].row_bytes;
+            const size_t pb = bt_cpu_q8_packed_bytes(type, n_in, pools[w].n_rows);
+            pools[w].packed = pb ? aligned_alloc(64, (pb + 63) / 64 * 64) : NULL;
+            if (pools[w].packed != NULL)
+                bt_cpu_q8_pack(pools[w].packed,
+                               &(bt_matrix_t){pools[w].data, type, n_in, pools[w].n_rows,
+                                              pools[w].row_bytes, NULL});
         } else {
             r->rows[r->n_rows++] = (kb_row_t){.type = type, .shape = s->name, .n_in = n_in};
         }
@@ -568,6 +581,8 @@ static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
             }
         }
     }
+    free(pools[0].packed);
+    free(pools[1].packed);
 }
 
 /* Raises peaks[0 .. n_peaks) (threads set) to what the machine shows now:

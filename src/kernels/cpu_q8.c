@@ -44,10 +44,12 @@ typedef struct {
     const int8_t *q;       /* [Q8_TOKENS][n_in] */
     const float *d;        /* [Q8_TOKENS][n_in / 32] */
     const int32_t *isum;   /* [Q8_TOKENS][n_in / 32]: sum of each block's q */
+    const int32_t *isum16; /* [Q8_TOKENS][n_in / 16]: sum of each half block's q */
 } q8_rows_t;
 
 static void quantize_rows(int8_t *restrict q, float *restrict d, int32_t *restrict isum,
-                          const float *restrict x, int n_tok, int64_t n_in)
+                          int32_t *restrict isum16, const float *restrict x, int n_tok,
+                          int64_t n_in)
 {
     const int64_t nb = n_in / 32;
     for (int t = 0; t < n_tok; t++)
@@ -65,7 +67,10 @@ static void quantize_rows(int8_t *restrict q, float *restrict d, int32_t *restri
             _mm_storeu_si128((__m128i *)qb, _mm512_cvtsepi32_epi8(qlo));
             _mm_storeu_si128((__m128i *)(qb + 16), _mm512_cvtsepi32_epi8(qhi));
             d[(size_t)t * nb + b] = db;
-            isum[(size_t)t * nb + b] = _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi));
+            const int32_t h0 = _mm512_reduce_add_epi32(qlo), h1 = _mm512_reduce_add_epi32(qhi);
+            isum16[((size_t)t * nb + b) * 2] = h0;
+            isum16[((size_t)t * nb + b) * 2 + 1] = h1;
+            isum[(size_t)t * nb + b] = h0 + h1;
         }
 }
 
@@ -369,16 +374,20 @@ bool bt_cpu_q8_supports(uint32_t type, int64_t n_in)
 
 /* ---- the packed layout: 16 rows interleaved ----
  *
- * Q4_0, Q4_1, Q8_0. Rows in panels of 16 (the last padded with zero rows);
- * per panel, per 32-block, PB bytes:
- *   Q8_0: 8 vectors of 64 bytes, vector j = for each row r its bytes
- *         u[4j .. 4j+3] (u = q + 128), then the 16 f16 scales;
- *   Q4_x: 4 vectors, vector j = for each row r its qs bytes 4j .. 4j+3 (low
- *         nibbles: elements 4j.., high: 16 + 4j..), then 16 f16 scales
- *         (and for Q4_1 16 f16 minimums).
- * The same bytes as the blocks, so the same size. A row of 4 bytes times
+ * Q4_0, Q4_1, Q8_0, Q4_K, Q6_K. Rows in panels of 16 (the last padded with
+ * zero rows). Per panel, per 32-block:
+ *   nibble formats (Q4_0, Q4_1, Q4_K): 4 vectors of 64 bytes, vector j =
+ *     for each row r its 4 bytes holding elements 4j.. (low nibbles) and
+ *     16 + 4j.. (high nibbles);
+ *   byte formats (Q8_0: u = q + 128; Q6_K: u = q, 0..63): 8 vectors, vector
+ *     j = for each row its elements 4j .. 4j + 3;
+ * then the block's per-row scales: Q4_0 16 f16 d; Q4_1 16 f16 d, 16 f16 m;
+ * Q8_0 16 f16 d; Q4_K 16 bytes of 6-bit scale, 16 of 6-bit min; Q6_K 2 x 16
+ * int8 scales (the two 16-element halves). The K formats put each
+ * super-block's 16 f16 d (and Q4_K's 16 f16 dmin) before its 8 blocks.
+ * About the bytes of the blocks (Q6_K: 30% more). A row's 4 bytes times
  * one token's 4 quantized activations is one vpdpbusd lane: a block's sum
- * for 16 rows accumulates in one register before its single conversion. */
+ * for 16 rows accumulates in integers before its single conversion. */
 
 static int packed_block_bytes(uint32_t type)
 {
@@ -386,46 +395,113 @@ static int packed_block_bytes(uint32_t type)
     case BT_TYPE_Q4_0: return 4 * 64 + 32;
     case BT_TYPE_Q4_1: return 4 * 64 + 64;
     case BT_TYPE_Q8_0: return 8 * 64 + 32;
+    case BT_TYPE_Q4_K: return 4 * 64 + 32;
+    case BT_TYPE_Q6_K: return 8 * 64 + 32;
     default: return 0;
     }
+}
+
+/* Bytes per panel before each super-block of 8 blocks (K formats). */
+static int packed_super_bytes(uint32_t type)
+{
+    return type == BT_TYPE_Q4_K ? 64 : type == BT_TYPE_Q6_K ? 32 : 0;
+}
+
+/* Bytes of one panel's row of blocks (nb 32-blocks). */
+static size_t panel_bytes(uint32_t type, int64_t nb)
+{
+    return (size_t)nb * (size_t)packed_block_bytes(type) +
+           (size_t)(nb / 8) * (size_t)packed_super_bytes(type);
 }
 
 size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out)
 {
     if (!bt_cpu_q8_supports(type, n_in) || packed_block_bytes(type) == 0)
         return 0;
-    return (size_t)((n_out + 15) / 16) * (size_t)(n_in / 32) * (size_t)packed_block_bytes(type);
+    return (size_t)((n_out + 15) / 16) * panel_bytes(type, n_in / 32);
+}
+
+/* Row r's element k of 32-block b (its u, as the kernels read it). */
+static uint8_t element_u(const uint8_t *row, uint32_t type, int64_t b, int k)
+{
+    switch (type) {
+    case BT_TYPE_Q8_0: return (uint8_t)(((const bt_block_q8_0_t *)row)[b].qs[k] ^ 0x80);
+    case BT_TYPE_Q4_K: {
+        const bt_block_q4_k_t *w = (const bt_block_q4_k_t *)row + b / 8;
+        const int j = (int)(b % 8); /* sub-block: low nibbles of 32(j/2).. for even j */
+        const uint8_t q = w->qs[32 * (j / 2) + k];
+        return j % 2 ? q >> 4 : q & 0xf;
+    }
+    case BT_TYPE_Q6_K: {
+        const bt_block_q6_k_t *w = (const bt_block_q6_k_t *)row + b / 8;
+        const int h = (int)(b % 8) / 4, g = (int)(b % 4);
+        const uint8_t l = w->ql[64 * h + 32 * (g & 1) + k];
+        const uint8_t hb = (uint8_t)(w->qh[32 * h + k] >> (2 * g) & 3);
+        return (uint8_t)((g >= 2 ? l >> 4 : l & 0xf) | hb << 4);
+    }
+    default: { /* Q4_0 and Q4_1: element k of the block */
+        const uint8_t *qs = type == BT_TYPE_Q4_1 ? ((const bt_block_q4_1_t *)row)[b].qs
+                                                  : ((const bt_block_q4_0_t *)row)[b].qs;
+        return k < 16 ? qs[k] & 0xf : qs[k - 16] >> 4;
+    }
+    }
 }
 
 void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w)
 {
+    const uint32_t type = w->type;
     const int64_t nb = w->n_in / 32, n_panels = (w->n_out + 15) / 16;
-    const int pb = packed_block_bytes(w->type);
-    memset(dst, 0, bt_cpu_q8_packed_bytes(w->type, w->n_in, w->n_out));
+    const int pb = packed_block_bytes(type), sb = packed_super_bytes(type);
+    const bool nib = type != BT_TYPE_Q8_0 && type != BT_TYPE_Q6_K;
+    memset(dst, 0, bt_cpu_q8_packed_bytes(type, w->n_in, w->n_out));
     for (int64_t p = 0; p < n_panels; p++)
         for (int r = 0; r < 16 && 16 * p + r < w->n_out; r++) {
             const uint8_t *row = (const uint8_t *)w->data + (size_t)(16 * p + r) * w->row_bytes;
+            uint8_t *o = dst + (size_t)p * panel_bytes(type, nb);
             for (int64_t b = 0; b < nb; b++) {
-                uint8_t *o = dst + (size_t)(p * nb + b) * (size_t)pb;
-                uint16_t *scales;
-                if (w->type == BT_TYPE_Q8_0) {
-                    const bt_block_q8_0_t *blk = (const bt_block_q8_0_t *)row + b;
-                    for (int k = 0; k < 32; k++)
-                        o[64 * (k / 4) + 4 * r + k % 4] = (uint8_t)(blk->qs[k] ^ 0x80);
-                    scales = (uint16_t *)(o + 8 * 64);
-                    scales[r] = blk->d;
-                } else {
-                    /* Q4_0 and Q4_1 share d and qs after Q4_1's m */
-                    const bt_block_q4_1_t *b1 = (const bt_block_q4_1_t *)row + b;
-                    const bt_block_q4_0_t *b0 = (const bt_block_q4_0_t *)row + b;
-                    const uint8_t *qs = w->type == BT_TYPE_Q4_1 ? b1->qs : b0->qs;
-                    for (int k = 0; k < 16; k++)
-                        o[64 * (k / 4) + 4 * r + k % 4] = qs[k];
-                    scales = (uint16_t *)(o + 4 * 64);
-                    scales[r] = w->type == BT_TYPE_Q4_1 ? b1->d : b0->d;
-                    if (w->type == BT_TYPE_Q4_1)
-                        scales[16 + r] = b1->m;
+                if (sb && b % 8 == 0) { /* the super-block's d (and dmin) */
+                    uint16_t *sd = (uint16_t *)o;
+                    if (type == BT_TYPE_Q4_K) {
+                        const bt_block_q4_k_t *k = (const bt_block_q4_k_t *)row + b / 8;
+                        sd[r] = k->d;
+                        sd[16 + r] = k->dmin;
+                    } else {
+                        sd[r] = ((const bt_block_q6_k_t *)row + b / 8)->d;
+                    }
+                    o += sb;
                 }
+                for (int k = 0; k < 32; k++) {
+                    const uint8_t u = element_u(row, type, b, k);
+                    if (nib) /* byte 4j + i of row r: elements 4j + i and 16 + 4j + i */
+                        o[64 * (k % 16 / 4) + 4 * r + k % 4] |= (uint8_t)(k < 16 ? u : u << 4);
+                    else
+                        o[64 * (k / 4) + 4 * r + k % 4] = u;
+                }
+                uint8_t *sc = o + (nib ? 4 : 8) * 64;
+                switch (type) {
+                case BT_TYPE_Q4_0: ((uint16_t *)sc)[r] = ((const bt_block_q4_0_t *)row)[b].d; break;
+                case BT_TYPE_Q8_0: ((uint16_t *)sc)[r] = ((const bt_block_q8_0_t *)row)[b].d; break;
+                case BT_TYPE_Q4_1:
+                    ((uint16_t *)sc)[r] = ((const bt_block_q4_1_t *)row)[b].d;
+                    ((uint16_t *)sc)[16 + r] = ((const bt_block_q4_1_t *)row)[b].m;
+                    break;
+                case BT_TYPE_Q4_K: {
+                    int scale, min;
+                    bt_k_scale_min(((const bt_block_q4_k_t *)row + b / 8)->scales, (int)(b % 8),
+                                   &scale, &min);
+                    sc[r] = (uint8_t)scale;
+                    sc[16 + r] = (uint8_t)min;
+                    break;
+                }
+                default: { /* Q6_K: the halves' scales */
+                    const bt_block_q6_k_t *k = (const bt_block_q6_k_t *)row + b / 8;
+                    const int h = (int)(b % 8) / 4, g = (int)(b % 4);
+                    sc[r] = (uint8_t)k->scales[8 * h + 2 * g];
+                    sc[16 + r] = (uint8_t)k->scales[8 * h + 2 * g + 1];
+                    break;
+                }
+                }
+                o += pb;
             }
         }
 }
@@ -443,21 +519,43 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
          const int T, const uint32_t type)
 {
     const int64_t nb = n_in / 32;
-    const int pb = packed_block_bytes(type), nv = type == BT_TYPE_Q8_0 ? 8 : 4;
+    const bool nib = type != BT_TYPE_Q8_0 && type != BT_TYPE_Q6_K;
+    const bool q6k = type == BT_TYPE_Q6_K;
+    const int pb = packed_block_bytes(type), sb = packed_super_bytes(type), nv = nib ? 4 : 8;
     const int sh = offset_shift(type);
     const __m512i low = _mm512_set1_epi8(0x0f);
-    __m512 acc[8];
+    __m512 acc[8], dsup = _mm512_setzero_ps(), msup = _mm512_setzero_ps();
     for (int t = 0; t < T; t++)
         acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++, pw += pb) {
-        __m512i s[8];
-        for (int t = 0; t < T; t++)
-            s[t] = _mm512_set1_epi32(sh >= 0 ? -(xq.isum[(size_t)t * nb + b] << sh) : 0);
+        if (sb && b % 8 == 0) {
+            dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pw));
+            if (type == BT_TYPE_Q4_K)
+                msup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pw + 32)));
+            pw += sb;
+        }
+        /* integer sums: per token one (two for Q6_K's halves), started at
+         * - c * the sum of q_x they cover */
+        __m512i s[8], s2[8];
+        for (int t = 0; t < T; t++) {
+            const size_t xb = (size_t)t * nb + b;
+            if (q6k) {
+                s[t] = _mm512_set1_epi32(-(xq.isum16[2 * xb] << sh));
+                s2[t] = _mm512_set1_epi32(-(xq.isum16[2 * xb + 1] << sh));
+            } else {
+                s[t] = _mm512_set1_epi32(sh >= 0 ? -(xq.isum[xb] << sh) : 0);
+            }
+        }
         for (int j = 0; j < nv; j++) {
             const __m512i v = _mm512_loadu_si512(pw + 64 * j);
-            if (type == BT_TYPE_Q8_0) {
-                for (int t = 0; t < T; t++)
-                    s[t] = _mm512_dpbusd_epi32(s[t], v, bcast4(xq.q + (size_t)t * n_in + 32 * b + 4 * j));
+            if (!nib) {
+                for (int t = 0; t < T; t++) {
+                    const __m512i x = bcast4(xq.q + (size_t)t * n_in + 32 * b + 4 * j);
+                    if (q6k && j >= 4)
+                        s2[t] = _mm512_dpbusd_epi32(s2[t], v, x);
+                    else
+                        s[t] = _mm512_dpbusd_epi32(s[t], v, x);
+                }
             } else {
                 const __m512i lo = _mm512_and_si512(v, low);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
@@ -468,17 +566,35 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
                 }
             }
         }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pw + 64 * nv)));
+        /* the rows' scales (and minimums) of this block, as wpair gives them */
+        const uint8_t *sc = pw + 64 * nv;
+        __m512 dw, dw2 = _mm512_setzero_ps(), m = _mm512_setzero_ps();
+        if (type == BT_TYPE_Q4_K) {
+            const __m128i b8 = _mm_loadu_si128((const __m128i *)sc);
+            const __m128i m8 = _mm_loadu_si128((const __m128i *)(sc + 16));
+            dw = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b8)));
+            m = _mm512_sub_ps(_mm512_setzero_ps(),
+                              _mm512_mul_ps(msup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m8))));
+        } else if (q6k) {
+            const __m128i a8 = _mm_loadu_si128((const __m128i *)sc);
+            const __m128i b8 = _mm_loadu_si128((const __m128i *)(sc + 16));
+            dw = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(a8)));
+            dw2 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b8)));
+        } else {
+            dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
+            if (has_min(type))
+                m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32)));
+        }
         for (int t = 0; t < T; t++) {
             const size_t xb = (size_t)t * nb + b;
             const __m512 dx = _mm512_set1_ps(xq.d[xb]);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, dx), acc[t]);
-            if (has_min(type)) {
-                const __m512 m =
-                    _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pw + 64 * nv + 32)));
+            if (q6k)
+                acc[t] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2[t]), _mm512_mul_ps(dw2, dx), acc[t]);
+            if (has_min(type))
                 acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)xq.isum[xb]), _mm512_mul_ps(m, dx),
                                          acc[t]);
-            }
         }
     }
     const __mmask16 keep = (__mmask16)((1u << nr) - 1);
@@ -500,6 +616,8 @@ typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, q8_rows_
 PANELS(Q4_0)
 PANELS(Q4_1)
 PANELS(Q8_0)
+PANELS(Q4_K)
+PANELS(Q6_K)
 #define PANEL_ROW(ty)                                                                          \
     {pn_##ty##_1, pn_##ty##_2, pn_##ty##_3, pn_##ty##_4, pn_##ty##_5, pn_##ty##_6,             \
      pn_##ty##_7, pn_##ty##_8}
@@ -507,8 +625,15 @@ PANELS(Q8_0)
 static const panel_fn *panels_for(uint32_t type)
 {
     static const panel_fn q4_0[8] = PANEL_ROW(Q4_0), q4_1[8] = PANEL_ROW(Q4_1),
-                          q8_0[8] = PANEL_ROW(Q8_0);
-    return type == BT_TYPE_Q4_0 ? q4_0 : type == BT_TYPE_Q4_1 ? q4_1 : q8_0;
+                          q8_0[8] = PANEL_ROW(Q8_0), q4_k[8] = PANEL_ROW(Q4_K),
+                          q6_k[8] = PANEL_ROW(Q6_K);
+    switch (type) {
+    case BT_TYPE_Q4_0: return q4_0;
+    case BT_TYPE_Q4_1: return q4_1;
+    case BT_TYPE_Q4_K: return q4_k;
+    case BT_TYPE_Q6_K: return q6_k;
+    default: return q8_0;
+    }
 }
 
 /* Each thread takes a contiguous share of the rows (panels of 16 when
@@ -526,20 +651,21 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
     const size_t rb = w->row_bytes;
     const tile_q8_fn(*tiles)[4] = tiles_q8[type_index(w->type)];
     const panel_fn *panels = packed ? panels_for(w->type) : NULL;
-    const size_t pstride = packed ? (size_t)nb * (size_t)packed_block_bytes(w->type) : 0;
+    const size_t pstride = packed ? panel_bytes(w->type, nb) : 0;
     const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
 #pragma omp parallel num_threads(team) if (team > 1)
     {
         const int nth = omp_get_num_threads(), me = omp_get_thread_num();
         const int64_t g0 = n_groups * me / nth, g1 = n_groups * (me + 1) / nth;
-        /* scratch: the quantized chunk, Q8_TOKENS x (n_in + 8 n_in / 32)
+        /* scratch: the quantized chunk, Q8_TOKENS x (n_in + 16 n_in / 32)
          * bytes, inside the 16 n_in floats the scratch has */
         int8_t *q = (int8_t *)(s->buf + (size_t)me * s->per_thread);
         float *d = (float *)(q + (size_t)Q8_TOKENS * n_in);
         int32_t *isum = (int32_t *)(d + (size_t)Q8_TOKENS * nb);
+        int32_t *isum16 = isum + (size_t)Q8_TOKENS * nb;
         for (int t0 = 0; t0 < n_tok; t0 += Q8_TOKENS) {
             const int nt = n_tok - t0 < Q8_TOKENS ? n_tok - t0 : Q8_TOKENS;
-            quantize_rows(q, d, isum, x + (size_t)t0 * n_in, nt, n_in);
+            quantize_rows(q, d, isum, isum16, x + (size_t)t0 * n_in, nt, n_in);
             for (int64_t g = g0; g < g1; g++) {
                 const int64_t r0 = rows_per * g;
                 const int nr = n_out - r0 < rows_per ? (int)(n_out - r0) : rows_per;
@@ -549,7 +675,7 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
                     for (int t = 0; t < nt; t += 8) {
                         const int tt = nt - t < 8 ? nt - t : 8;
                         const q8_rows_t xt = {q + (size_t)t * n_in, d + (size_t)t * nb,
-                                              isum + (size_t)t * nb};
+                                              isum + (size_t)t * nb, isum16 + (size_t)t * 2 * nb};
                         panels[tt - 1](o + (size_t)t * n_out, (size_t)n_out, nr, pw, xt, n_in);
                     }
                     continue;
@@ -558,7 +684,7 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
                 for (int t = 0; t < nt; t += 4) {
                     const int tt = nt - t < 4 ? nt - t : 4;
                     const q8_rows_t xt = {q + (size_t)t * n_in, d + (size_t)t * nb,
-                                          isum + (size_t)t * nb};
+                                          isum + (size_t)t * nb, isum16 + (size_t)t * 2 * nb};
                     float *ot = o + (size_t)t * n_out;
                     if (nr == 4)
                         tiles[1][tt - 1](ot, (size_t)n_out, wr, rb, xt, n_in);
