@@ -407,14 +407,15 @@ void bt_pipe_report_memory(bt_pipe_t *p)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double mine[2] = {(double)p->model->weight_bytes, (double)ru.ru_maxrss * 1024.0};
+    double mine[3] = {(double)p->model->weight_bytes, (double)p->model->packed_bytes,
+                      (double)ru.ru_maxrss * 1024.0};
     double *all = p->rank == 0 ? malloc(sizeof mine * (size_t)p->n_stages) : NULL;
-    MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, p->comm);
+    MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, p->comm);
     if (p->rank == 0) {
         for (int r = 0; r < p->n_stages; r++)
-            bt_log_info("rank %d: layers %d-%d, weights %.1f MiB, peak RSS %.1f MiB", r,
-                        p->bounds[r], p->bounds[r + 1] - 1, all[2 * r] / 1048576.0,
-                        all[2 * r + 1] / 1048576.0);
+            bt_log_info("rank %d: layers %d-%d, weights %.1f MiB (%.1f MiB packed), peak RSS "
+                        "%.1f MiB", r, p->bounds[r], p->bounds[r + 1] - 1, all[3 * r] / 1048576.0,
+                        all[3 * r + 1] / 1048576.0, all[3 * r + 2] / 1048576.0);
         free(all);
     }
 }
