@@ -17,12 +17,11 @@
  * (Q5_0), 32 (Q6_K), 128 (Q8_0, whose signed q is flipped to q + 128), 0
  * (Q4_1, Q5_1, Q4_K, Q5_K). d_w and m are per 32 elements (a K format's
  * sub-block step and minimum), per 16 for Q6_K. For a block,
- *   y += d_w * d_x * (sum u * q_x - c * sum q_x) + m * d_x * sum q_x.
- * vpdpbusd sums 4 products per 32-bit lane; a 512-bit vector holds two
- * blocks, 8 lanes each. The integer part is exact; the float part is one
- * fixed sequence per (row, token) over the blocks in order, then a fixed
- * horizontal sum, whichever tile, thread or batch size computes it, so
- * invariant 1 holds (and one token gives the bits a batch gives).
+ *   y += d_w * d_x * (sum u * q_x - c * sum q_x) + m * d_x * sum q_x,
+ * the sums exact in integers (vpdpbusd: 4 products per 32-bit lane), the
+ * float part one fixed sequence per output (see "the product" below),
+ * whichever tile, thread, batch size or weight layout computes it, so
+ * invariant 1 holds and one token gives the bits a batch gives.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -35,9 +34,9 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__F16C__)
 #include <immintrin.h>
 
-/* Tokens quantized at once (per thread): with the block scales that is
- * 36 bytes per column, inside the scratch BT_MATMUL_ROWS floats per column
- * give. */
+/* Tokens quantized at once (per thread): with the block scales and sums
+ * that is 48 bytes per column, inside the BT_MATMUL_ROWS floats per column
+ * the scratch gives. */
 #define Q8_TOKENS 32
 
 typedef struct {
