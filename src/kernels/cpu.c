@@ -497,9 +497,10 @@ static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float 
 
 /* ---- attention ---- */
 
-/* Query rows of one kv head handled together: the keys and values they
- * share are loaded once for all of them. */
-#define ATT_ROWS 4
+/* Query rows of one kv head handled together (its query heads, for one or
+ * several tokens): the keys and values they share are loaded once for all
+ * of them. */
+#define ATT_ROWS 8
 
 /* score[r][j] = scale * sum_d q[r][d] * kt[d][j] for rows r < nr (<=
  * ATT_ROWS) and keys j < n_keys, 2 VL keys at a time from the transposed
@@ -535,23 +536,6 @@ scores_n(float *restrict score, size_t ld, const float *const *q, const int nr,
     }
 }
 
-#define SCORES(nr, f16) scores_n(score, ld, q, nr, kt, k_stride, n_keys, head_dim, scale, f16)
-static void scores(float *restrict score, size_t ld, const float *const *q, int nr,
-                   const void *kt, int k_stride, int n_keys, int head_dim, float scale, bool f16)
-{
-    switch (nr * 2 + f16) { /* constant row counts keep the accumulators in registers */
-    case 2: SCORES(1, false); break;
-    case 3: SCORES(1, true); break;
-    case 4: SCORES(2, false); break;
-    case 5: SCORES(2, true); break;
-    case 6: SCORES(3, false); break;
-    case 7: SCORES(3, true); break;
-    case 8: SCORES(4, false); break;
-    default: SCORES(4, true); break;
-    }
-}
-#undef SCORES
-
 /* exp(score[j] - max) in place; returns their sum (in double, in order). */
 #if defined(__AVX512F__)
 /* e^x for x <= 0 (scores minus their max): x = n ln2 + r with |r| <=
@@ -578,26 +562,39 @@ static inline vf vf_exp_neg(vf x)
 }
 #endif
 
-/* exp(score[j] - max) in place; returns their sum (in double, in order). */
+/* exp(score[j] - max) in place; returns their sum in double: with
+ * AVX-512 in 16 lanes (each a fixed subsequence of j), then a fixed
+ * horizontal sum; otherwise in order. Either way fixed by n alone. */
 static __attribute__((noinline)) double exp_sum(float *restrict score, int n)
 {
+#if defined(__AVX512F__)
+    __m512 mv = vf_set1(-INFINITY);
+    for (int j = 0; j < n; j += VL) {
+        const __mmask16 m = (__mmask16)(n - j < VL ? (1u << (n - j)) - 1 : 0xffff);
+        mv = _mm512_max_ps(mv, _mm512_mask_loadu_ps(vf_set1(-INFINITY), m, score + j));
+    }
+    const vf mx = vf_set1(_mm512_reduce_max_ps(mv));
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    for (int j = 0; j < n; j += VL) {
+        const int m = n - j < VL ? n - j : VL;
+        const vf e = _mm512_maskz_mov_ps((__mmask16)((1u << m) - 1),
+                                         vf_exp_neg(_mm512_sub_ps(vf_load_n(score + j, m), mx)));
+        vf_store_n(score + j, e, m);
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+    }
+    return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+#else
     float max = -INFINITY;
     for (int j = 0; j < n; j++)
         max = score[j] > max ? score[j] : max;
-#if defined(__AVX512F__)
-    const vf mx = vf_set1(max);
-    for (int j = 0; j < n; j += VL) {
-        const int m = n - j < VL ? n - j : VL;
-        vf_store_n(score + j, vf_exp_neg(_mm512_sub_ps(vf_load_n(score + j, m), mx)), m);
-    }
-#else
-    for (int j = 0; j < n; j++)
-        score[j] = expf(score[j] - max);
-#endif
     double sum = 0.0;
-    for (int j = 0; j < n; j++)
+    for (int j = 0; j < n; j++) {
+        score[j] = expf(score[j] - max);
         sum += score[j];
+    }
     return sum;
+#endif
 }
 
 /* out[r][d] = sum_j p[r][j] * v[j][d] * inv[r] for rows r < nr: each
@@ -605,14 +602,19 @@ static __attribute__((noinline)) double exp_sum(float *restrict score, int n)
  * rows. Dims past the last full vector go one at a time. */
 static inline __attribute__((always_inline)) void
 attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv, const int nr,
-         const void *v, int kv_dim, int n_keys, int head_dim, const bool f16)
+         const void *v, int kv_dim, const int *nk, int head_dim, const bool f16)
 {
+    int n_min = nk[0], n_max = nk[0]; /* row r sums over its own nk[r] keys */
+    for (int r = 1; r < nr; r++) {
+        n_min = nk[r] < n_min ? nk[r] : n_min;
+        n_max = nk[r] > n_max ? nk[r] : n_max;
+    }
     int d = 0;
     for (; d + 2 * VL <= head_dim; d += 2 * VL) {
         vf a[ATT_ROWS][2];
         for (int r = 0; r < ATT_ROWS; r++)
             a[r][0] = a[r][1] = vf_zero();
-        for (int j = 0; j < n_keys; j++) {
+        for (int j = 0; j < n_min; j++) { /* keys of every row */
             const size_t vj = (size_t)j * kv_dim + d;
             const vf v0 = kv_load(v, vj, f16), v1 = kv_load(v, vj + VL, f16);
             for (int r = 0; r < nr; r++) {
@@ -620,6 +622,16 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv
                 a[r][0] = vf_fma(pj, v0, a[r][0]);
                 a[r][1] = vf_fma(pj, v1, a[r][1]);
             }
+        }
+        for (int j = n_min; j < n_max; j++) { /* then the later tokens' own */
+            const size_t vj = (size_t)j * kv_dim + d;
+            const vf v0 = kv_load(v, vj, f16), v1 = kv_load(v, vj + VL, f16);
+            for (int r = 0; r < nr; r++)
+                if (j < nk[r]) {
+                    const vf pj = vf_set1(p[r * ld + j]);
+                    a[r][0] = vf_fma(pj, v0, a[r][0]);
+                    a[r][1] = vf_fma(pj, v1, a[r][1]);
+                }
         }
         for (int r = 0; r < nr; r++) {
             vf_store(out[r] + d, vf_mul(a[r][0], vf_set1(inv[r])));
@@ -629,38 +641,59 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv
     for (; d + VL <= head_dim; d += VL)
         for (int r = 0; r < nr; r++) {
             vf acc = vf_zero();
-            for (int j = 0; j < n_keys; j++)
+            for (int j = 0; j < nk[r]; j++)
                 acc = vf_fma(vf_set1(p[r * ld + j]), kv_load(v, (size_t)j * kv_dim + d, f16), acc);
             vf_store(out[r] + d, vf_mul(acc, vf_set1(inv[r])));
         }
     for (; d < head_dim; d++)
         for (int r = 0; r < nr; r++) {
             float acc = 0.0f;
-            for (int j = 0; j < n_keys; j++)
+            for (int j = 0; j < nk[r]; j++)
                 acc += p[r * ld + j] * kv_get(v, (size_t)j * kv_dim + d, f16);
             out[r][d] = acc * inv[r];
         }
 }
 
-#define ATTEND(nr, f16) attend_n(out, p, ld, inv, nr, v, kv_dim, n_keys, head_dim, f16)
-static void attend(float *const *out, const float *restrict p, size_t ld, const float *inv,
-                   int nr, const void *v, int kv_dim, int n_keys, int head_dim, bool f16)
-{
-    switch (nr * 2 + f16) {
-    case 2: ATTEND(1, false); break;
-    case 3: ATTEND(1, true); break;
-    case 4: ATTEND(2, false); break;
-    case 5: ATTEND(2, true); break;
-    case 6: ATTEND(3, false); break;
-    case 7: ATTEND(3, true); break;
-    case 8: ATTEND(4, false); break;
-    default: ATTEND(4, true); break;
+/* scores_n and attend_n for each row count and cache type: constant row
+ * counts keep the accumulators in registers. */
+typedef void (*scores_fn)(float *restrict, size_t, const float *const *, const void *, int, int,
+                          int, float);
+typedef void (*attend_fn)(float *const *, const float *restrict, size_t, const float *,
+                          const void *, int, const int *, int);
+#define ATT_FNS(nr, f16, name)                                                                 \
+    static void scores_##name(float *restrict score, size_t ld, const float *const *q,          \
+                              const void *kt, int k_stride, int n_keys, int head_dim,           \
+                              float scale)                                                      \
+    {                                                                                           \
+        scores_n(score, ld, q, nr, kt, k_stride, n_keys, head_dim, scale, f16);                 \
+    }                                                                                           \
+    static void attend_##name(float *const *out, const float *restrict p, size_t ld,            \
+                              const float *inv, const void *v, int kv_dim, const int *nk,       \
+                              int head_dim)                                                     \
+    {                                                                                           \
+        attend_n(out, p, ld, inv, nr, v, kv_dim, nk, head_dim, f16);                            \
     }
-}
-#undef ATTEND
+#define ATT_FNS_ROWS(nr) ATT_FNS(nr, false, f32_##nr) ATT_FNS(nr, true, f16_##nr)
+ATT_FNS_ROWS(1)
+ATT_FNS_ROWS(2)
+ATT_FNS_ROWS(3)
+ATT_FNS_ROWS(4)
+ATT_FNS_ROWS(5)
+ATT_FNS_ROWS(6)
+ATT_FNS_ROWS(7)
+ATT_FNS_ROWS(8)
+#define ATT_TAB(fn, ty)                                                                        \
+    {fn##_##ty##_1, fn##_##ty##_2, fn##_##ty##_3, fn##_##ty##_4, fn##_##ty##_5, fn##_##ty##_6,   \
+     fn##_##ty##_7, fn##_##ty##_8}
+static const scores_fn scores_tab[2][ATT_ROWS] = {ATT_TAB(scores, f32), ATT_TAB(scores, f16)};
+static const attend_fn attend_tab[2][ATT_ROWS] = {ATT_TAB(attend, f32), ATT_TAB(attend, f16)};
 
-/* Per (token, kv head): the query heads that read that kv head, up to
- * ATT_ROWS (and as many as the scratch holds score rows for) at a time. */
+/* Per (tile of tokens, kv head): the rows (token, query head) that read
+ * that kv head, up to ATT_ROWS (and as many as the scratch holds score rows
+ * for) at a time. A tile takes as many tokens as fill ATT_ROWS rows; its
+ * rows score the keys of its last token, and each row's softmax and sum
+ * use only its own (causal) keys, so a row's result does not depend on the
+ * rows it shares a pass with. */
 static void cpu_attention(float *restrict out, const float *restrict q, const void *k,
                           const void *v, uint32_t kv_type, int n_tok, int pos0, int n_head,
                           int n_head_kv, int head_dim, int k_stride, const bt_scratch_t *s)
@@ -670,32 +703,39 @@ static void cpu_attention(float *restrict out, const float *restrict q, const vo
     const int group = n_head / n_head_kv;
     const int kv_dim = n_head_kv * head_dim;
     const float scale = 1.0f / sqrtf((float)head_dim);
+    const int tile = group < ATT_ROWS ? ATT_ROWS / group : 1; /* tokens per tile */
+    const int n_tiles = (n_tok + tile - 1) / tile;
 
     const int team = bt_team_size(s, 2.0 * n_tok * (pos0 + n_tok) * (double)n_head * head_dim);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(team) if (team > 1)
-    for (int t = 0; t < n_tok; t++) {
+    for (int ti = 0; ti < n_tiles; ti++) {
         for (int g = 0; g < n_head_kv; g++) {
             float *score = s->buf + (size_t)omp_get_thread_num() * s->per_thread;
-            const int n_keys = pos0 + t + 1;
-            const size_t ld = (size_t)n_keys;
+            const int t0 = ti * tile, nt = n_tok - t0 < tile ? n_tok - t0 : tile;
+            const int n_rows = nt * group;
+            const size_t ld = (size_t)(pos0 + t0 + nt); /* keys of the tile's last token */
             int fit = (int)(s->per_thread / ld);
             fit = fit < 1 ? 1 : fit > ATT_ROWS ? ATT_ROWS : fit;
-            for (int h0 = 0; h0 < group; h0 += fit) {
-                const int nr = group - h0 < fit ? group - h0 : fit;
+            for (int r0 = 0; r0 < n_rows; r0 += fit) {
+                const int nr = n_rows - r0 < fit ? n_rows - r0 : fit;
                 const float *qr[ATT_ROWS];
                 float *orow[ATT_ROWS];
                 float inv[ATT_ROWS];
+                int nk[ATT_ROWS], n_keys = 0;
                 for (int r = 0; r < nr; r++) {
-                    const size_t row = ((size_t)t * n_head + (size_t)g * group + h0 + r) * head_dim;
+                    const int t = t0 + (r0 + r) / group, h = g * group + (r0 + r) % group;
+                    const size_t row = ((size_t)t * n_head + (size_t)h) * head_dim;
                     qr[r] = q + row;
                     orow[r] = out + row;
+                    nk[r] = pos0 + t + 1;
+                    n_keys = nk[r] > n_keys ? nk[r] : n_keys;
                 }
-                scores(score, ld, qr, nr, (const char *)k + es * g * head_dim * k_stride, k_stride,
-                       n_keys, head_dim, scale, f16);
+                scores_tab[f16][nr - 1](score, ld, qr, (const char *)k + es * g * head_dim * k_stride,
+                                        k_stride, n_keys, head_dim, scale);
                 for (int r = 0; r < nr; r++)
-                    inv[r] = (float)(1.0 / exp_sum(score + r * ld, n_keys));
-                attend(orow, score, ld, inv, nr, (const char *)v + es * g * head_dim, kv_dim, n_keys,
-                       head_dim, f16);
+                    inv[r] = (float)(1.0 / exp_sum(score + r * ld, nk[r]));
+                attend_tab[f16][nr - 1](orow, score, ld, inv, (const char *)v + es * g * head_dim,
+                                        kv_dim, nk, head_dim);
             }
         }
     }
