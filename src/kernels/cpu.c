@@ -517,18 +517,21 @@ scores_n(float *restrict score, size_t ld, const float *const *q, const int nr,
         const int r0 = n_keys - j, n0 = r0 > VL ? VL : r0, n1 = r0 - VL < 0 ? 0
                                                           : r0 - VL > VL ? VL : r0 - VL;
         vf a[ATT_ROWS][2];
+        #pragma GCC unroll 8
         for (int r = 0; r < ATT_ROWS; r++)
             a[r][0] = a[r][1] = vf_zero();
         for (int d = 0; d < head_dim; d++) {
             const size_t row = (size_t)d * k_stride + j;
             const vf k0 = n0 == VL ? kv_load(kt, row, f16) : kv_load_n(kt, row, n0, f16);
             const vf k1 = n1 == VL ? kv_load(kt, row + VL, f16) : kv_load_n(kt, row + VL, n1, f16);
+            #pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
                 const vf qd = vf_set1(q[r][d]);
                 a[r][0] = vf_fma(qd, k0, a[r][0]);
                 a[r][1] = vf_fma(qd, k1, a[r][1]);
             }
         }
+        #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             vf_store_n(score + r * ld + j, vf_mul(a[r][0], sc), n0);
             vf_store_n(score + r * ld + j + VL, vf_mul(a[r][1], sc), n1);
@@ -612,11 +615,13 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv
     int d = 0;
     for (; d + 2 * VL <= head_dim; d += 2 * VL) {
         vf a[ATT_ROWS][2];
+        #pragma GCC unroll 8
         for (int r = 0; r < ATT_ROWS; r++)
             a[r][0] = a[r][1] = vf_zero();
         for (int j = 0; j < n_min; j++) { /* keys of every row */
             const size_t vj = (size_t)j * kv_dim + d;
             const vf v0 = kv_load(v, vj, f16), v1 = kv_load(v, vj + VL, f16);
+            #pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
                 const vf pj = vf_set1(p[r * ld + j]);
                 a[r][0] = vf_fma(pj, v0, a[r][0]);
@@ -626,6 +631,7 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv
         for (int j = n_min; j < n_max; j++) { /* then the later tokens' own */
             const size_t vj = (size_t)j * kv_dim + d;
             const vf v0 = kv_load(v, vj, f16), v1 = kv_load(v, vj + VL, f16);
+            #pragma GCC unroll 8
             for (int r = 0; r < nr; r++)
                 if (j < nk[r]) {
                     const vf pj = vf_set1(p[r * ld + j]);
@@ -633,12 +639,14 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv
                     a[r][1] = vf_fma(pj, v1, a[r][1]);
                 }
         }
+        #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             vf_store(out[r] + d, vf_mul(a[r][0], vf_set1(inv[r])));
             vf_store(out[r] + d + VL, vf_mul(a[r][1], vf_set1(inv[r])));
         }
     }
     for (; d + VL <= head_dim; d += VL)
+        #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             vf acc = vf_zero();
             for (int j = 0; j < nk[r]; j++)
@@ -646,6 +654,7 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv
             vf_store(out[r] + d, vf_mul(acc, vf_set1(inv[r])));
         }
     for (; d < head_dim; d++)
+        #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             float acc = 0.0f;
             for (int j = 0; j < nk[r]; j++)
