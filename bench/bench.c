@@ -232,6 +232,7 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         .n_threads = t->threads,
         .ops = prm->ops,
         .kv_type = (uint32_t)prm->kv_type,
+        .no_mmap = !prm->mmap,
         .no_sampling = true,
         .trace_events = reps * 8 * (n_mb + t->n_gen) + 64,
     };

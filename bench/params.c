@@ -129,6 +129,7 @@ void bt_bench_usage(FILE *f)
             "      --delay SECONDS       pause between tests (default 0)\n"
             "      --ops cpu|exact|ref   kernel set of the tests (default cpu; see baton --kernels)\n"
             "      --kv-type f32|f16     KV cache elements (default f32)\n"
+            "  -mmp, --mmap 0|1          1: map the weights (default); 0: read them into memory\n"
             "  -o, --output FORMAT       md, csv, json or jsonl (default md)\n"
             "      --hdf5 FILE           append every result with provenance to FILE\n"
             "      --trace-dir DIR       write a Chrome trace per test into DIR\n"
@@ -229,7 +230,7 @@ static bt_status_t parse_float_arg(const char *flag, const char *s, double *out)
 bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
                                   bt_bench_params_t *p)
 {
-    *p = (bt_bench_params_t){.reps = 5, .warmup = true, .ops = &bt_ops_cpu, .output = "md",
+    *p = (bt_bench_params_t){.reps = 5, .warmup = true, .ops = &bt_ops_cpu, .mmap = 1, .output = "md",
                              .kernel_time = 0.1, .kernel_bw_mib = 512};
     bt_status_t st = BT_OK;
     bool lists_set[6] = {false};
@@ -262,7 +263,8 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             static const char *const with_value[] = {
                 "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-b", "--batch-size",
                 "-ub", "--ubatch-size", "-t", "--threads", "-ts", "--tensor-split", "--pipeline",
-                "-r", "--repetitions", "--delay", "--ops", "--kv-type", "-o", "--output", "--hdf5",
+                "-r", "--repetitions", "--delay", "--ops", "--kv-type", "-mmp", "--mmap", "-o",
+                "--output", "--hdf5",
                 "--trace-dir",
                 "--kernel-types", "--kernel-shapes", "--kernel-tokens", "--kernel-time",
                 "--kernel-bw-mib"};
@@ -304,6 +306,8 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
                 bt_log_error("--ops: '%s' is not one of cpu, exact, ref", val);
                 st = BT_ERR_ARG;
             }
+        } else if (!strcmp(a, "-mmp") || !strcmp(a, "--mmap")) {
+            st = bt_parse_int("--mmap", val, 0, 1, &p->mmap);
         } else if (!strcmp(a, "--kv-type")) {
             if ((p->kv_type = bt_kv_type_parse(val)) < 0) {
                 bt_log_error("--kv-type: '%s' is not one of f32, f16", val);
