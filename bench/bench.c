@@ -15,6 +15,7 @@
 #include "build_commit.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +179,15 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     const int n_tok = t->n_prompt + t->n_gen;
     const int max_tok = t->n_prompt > 0 ? (t->ubatch < t->n_prompt ? t->ubatch : t->n_prompt) : 1;
     const int n_mb = t->n_prompt > 0 ? (t->n_prompt + max_tok - 1) / max_tok : 0;
+    /* the trace holds every repetition's events (stage times come from it) */
+    const int64_t events = (int64_t)reps * 8 * ((int64_t)n_mb + t->n_gen) + 64;
+    if (events > INT_MAX) { /* every rank computes alike; rank 0 reports */
+        if (b->rank == 0)
+            bt_log_error("test %s: -r %d x %d micro-batches and steps would record %lld trace "
+                         "events, more than %d: lower -r, -p or -n", row->test, reps,
+                         n_mb + t->n_gen, (long long)events, INT_MAX);
+        return BT_ERR_ARG;
+    }
     bt_pipe_config_t cfg = {
         .model_path = t->model,
         .ratios = t->split->n ? t->split->ratios : NULL,
@@ -188,7 +198,7 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         .n_threads = t->threads,
         .ops = &bt_ops_cpu,
         .no_sampling = true,
-        .trace_events = reps * 8 * (n_mb + t->n_gen) + 64,
+        .trace_events = (int)events,
     };
     bt_pipe_t p;
     bt_status_t st = bt_pipe_init(&p, b->comm, &cfg);
@@ -211,6 +221,9 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     if (prm->warmup) /* like llama-bench: the prompt once and one decode step */
         st = run_once(&p, t, ids, ids + t->n_prompt, t->n_gen > 0 ? 1 : 0);
     bt_pipe_trace_start(&p);
+    if (prm->verbose && b->rank == 0 && st == BT_OK) /* progress: the measured part begins */
+        bt_log_info("test %d (%s, -ub %d, pipeline %d): %d repetitions", index, row->test,
+                    t->ubatch, t->pipeline, reps);
     for (int r = 0; r < reps && st == BT_OK; r++) {
         MPI_Barrier(b->comm);
         double t0 = bt_now();
