@@ -89,8 +89,13 @@ static bt_status_t gather_provenance(bench_t *b, int argc, char **argv)
     snprintf(mine, sizeof mine, "%s", name);
     b->rank_hosts = calloc((size_t)b->size, sizeof *b->rank_hosts);
     b->host_ptrs = calloc((size_t)b->size, sizeof *b->host_ptrs);
-    if (b->rank_hosts == NULL || b->host_ptrs == NULL)
-        return BT_ERR_NOMEM;
+    bt_status_t st = BT_OK;
+    if (b->rank_hosts == NULL || b->host_ptrs == NULL) {
+        bt_log_error("cannot allocate the host names of %d ranks", b->size);
+        st = BT_ERR_NOMEM;
+    }
+    if ((st = bt_transport_agree(b->comm, st))) /* before the collective below */
+        return st;
     MPI_Allgather(mine, 64, MPI_CHAR, b->rank_hosts, 64, MPI_CHAR, b->comm);
     bt_run_info_t *r = &b->run;
     size_t used = 0;
@@ -209,9 +214,14 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_tok > 0 ? n_tok : 1));
     double *ns = calloc((size_t)reps, sizeof(double));
     if (ids == NULL || ns == NULL) {
+        bt_log_error("test %s: cannot allocate %d token ids and %d samples", row->test, n_tok,
+                      reps);
         st = BT_ERR_NOMEM;
-        goto done;
     }
+    /* collective: a rank that failed alone would leave the others waiting
+     * in the pipeline */
+    if ((st = bt_transport_agree(b->comm, st)))
+        goto done;
     bt_rng_t rng;
     bt_rng_seed(&rng, (uint64_t)index);
     for (int i = 0; i < n_tok; i++)

@@ -49,7 +49,7 @@ fails() {
     local tag="$$-$n" rc ranks=$np left= a next=
     local shown="$*"
     shown=${shown//$bin\//}
-    shown=${shown//$srcdir_models\//}
+    [ -n "$smollm2" ] && shown=${shown//$smollm2/${smollm2##*/}}
     shown=${shown//$tmp/\$TMP}
     if [ "$np" -eq 0 ]; then
         ranks=1
@@ -89,7 +89,7 @@ fails() {
 b="$bin/baton"
 bb="$bin/baton-bench"
 mk="$bin/baton-mkmodel"
-srcdir_models=${BT_SRCDIR:-.}/models
+smollm2=${BT_SMOLLM2:-}
 m="$tmp/tiny.gguf"
 "$mk" --shape tiny --n-layer 4 -o "$m" >/dev/null 2>&1
 "$mk" --shape tiny --n-layer 4 --seed 2 -o "$tmp/other.gguf" >/dev/null 2>&1
@@ -174,7 +174,7 @@ fails 2 "head_count 4 is not a multiple of head_count_kv 3" "$b" -m "$tmp/heads-
 fails 0 "embedding_length 64 is not a multiple of head_count 3" "$bb" -m "$tmp/heads.gguf" \
     -p 8 -n 0 -r 1
 fails 0 "heads must divide" "$mk" --n-head 5 -o "$tmp/x.gguf"
-fails 0 "unknown shape 'huge'" "$mk" --shape huge -o "$tmp/x.gguf"
+fails 0 "unknown model shape 'huge'" "$mk" --shape huge -o "$tmp/x.gguf"
 fails 0 "--type: 'q3'" "$mk" --type q3 -o "$tmp/x.gguf"
 fails 0 "no output file" "$mk"
 
@@ -193,7 +193,6 @@ else
 fi
 fails 0 "--ctx-size 4 is smaller than the prompt \(9\) plus -n \(1\)" "$b" -m "$m" \
     --tokens 1,2,3,4,5,6,7,8,9 -n 1 -c 4
-smollm2=${BT_SMOLLM2:-}
 if [ -n "$smollm2" ] && [ -f "$smollm2" ]; then
     fails 2 "the prompt \([0-9]+ tokens\) and 4 more do not fit the context: 0 of 8 positions" \
         "$b" -m "$smollm2" -p "a prompt that is certainly longer than eight tokens, surely" \
@@ -230,7 +229,7 @@ fails 0 "-ub: 0 is out of range" "$bb" -m "$m" -ub 0
 fails 0 "-p: -4 is out of range" "$bb" -m "$m" -p -4
 fails 0 "nope.gguf: cannot open" "$bb" -m "$tmp/nope.gguf" -p 8 -n 0 -r 1
 fails 0 "--kernel-types: 'q3_x' is not a type" "$bb" --kernels --kernel-types q3_x
-fails 0 "unknown shape 'huge'" "$bb" --kernels --kernel-shapes huge
+fails 0 "unknown model shape 'huge'" "$bb" --kernels --kernel-shapes huge
 fails 0 "markdown table only" "$bb" --kernels -o json
 fails 2 "--kernels times one process; run it with one rank, not 2" "$bb" --kernels \
     --kernel-shapes tiny
