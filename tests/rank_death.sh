@@ -135,7 +135,7 @@ kill_test() {
 start=$SECONDS
 for rank in 0 1 2; do
     # prefill: pp16 finishes (a row), then pp512 repeats in micro-batches of 32
-    kill_test "prefill-rank$rank" "$rank" test1 -p 16,512 -n 0 -ub 32 -r 400
+    kill_test "prefill-rank$rank" "$rank" test1 -p 16,512 -n 0 -ub 32 -r 1500
     # decode: pp16 finishes, then tg256 repeats
     kill_test "decode-rank$rank" "$rank" test1 -p 16 -n 256 -r 400
     # between tests: the first row is written, the next test waits --delay
