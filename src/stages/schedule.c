@@ -70,13 +70,16 @@ static bt_status_t partition(bt_pipe_t *p, const bt_pipe_config_t *cfg)
     return BT_OK;
 }
 
-/* Bytes this rank allocates for a run besides the weights: KV cache,
- * activations and scratch (bt_forward_bytes), the last stage's logits, the
- * transport's message slots and the trace. */
+/* Bytes this rank allocates for a run: KV cache, activations and scratch
+ * (bt_forward_bytes), the last stage's logits, the transport's message
+ * slots, the trace, and the bound weights when they are read into memory
+ * (--mmap 0; mapped weights are page cache, which MemAvailable counts). */
 static uint64_t run_bytes(const bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx)
 {
     const bt_hparams_t *hp = &p->model->hp;
     uint64_t bytes = bt_forward_bytes(p->model, n_ctx, cfg->max_tok, cfg->n_threads);
+    if (cfg->no_mmap)
+        bytes += p->model->weight_bytes;
     if (p->last)
         bytes += (uint64_t)(cfg->all_logits ? cfg->max_tok : 1) * (uint64_t)hp->n_vocab *
                  sizeof(float);
@@ -88,7 +91,8 @@ static uint64_t run_bytes(const bt_pipe_t *p, const bt_pipe_config_t *cfg, int n
     return bytes;
 }
 
-/* Before anything of the run is allocated: the ranks that share this node
+/* Before anything of the run is allocated (weights read in, cache,
+ * buffers): the ranks that share this node
  * add up their run_bytes, and each compares the sum with the memory the
  * node has available, so a context too large for the node is refused with
  * the numbers instead of being met by the OOM killer half-way. Every rank
@@ -106,12 +110,13 @@ static bt_status_t check_node_memory(const bt_pipe_t *p, const bt_pipe_config_t 
     }
     char what[192];
     if (node_ranks > 1)
-        snprintf(what, sizeof what, "the KV caches and buffers of the %d ranks on this node "
-                 "(%d positions, micro-batch %d; %.1f MiB on rank %d)", node_ranks, n_ctx,
-                 cfg->max_tok, (double)mine / 1048576.0, p->rank);
+        snprintf(what, sizeof what, "the KV caches and buffers%s of the %d ranks on this node "
+                 "(%d positions, micro-batch %d; %.1f MiB on rank %d)",
+                 cfg->no_mmap ? " and weights" : "", node_ranks, n_ctx, cfg->max_tok,
+                 (double)mine / 1048576.0, p->rank);
     else
-        snprintf(what, sizeof what, "the KV cache and buffers (%d positions, micro-batch %d)",
-                 n_ctx, cfg->max_tok);
+        snprintf(what, sizeof what, "the KV cache and buffers%s (%d positions, micro-batch %d)",
+                 cfg->no_mmap ? " and weights" : "", n_ctx, cfg->max_tok);
     return bt_mem_check(what, node_need);
 }
 
@@ -140,14 +145,14 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
         goto fail;
 
     st = bt_model_bind(p->model, p->bounds[p->rank], p->bounds[p->rank + 1], p->first, p->last);
-    if (st == BT_OK)
-        st = bt_model_place_weights(p->model, !cfg->no_mmap);
     if ((st = bt_transport_agree(p->comm, st)))
         goto fail;
-
     const int train = p->model->hp.n_ctx_train;
     const int n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : train < BT_DEFAULT_CTX ? train : BT_DEFAULT_CTX;
     if ((st = bt_transport_agree(p->comm, check_node_memory(p, cfg, n_ctx))))
+        goto fail;
+    st = bt_model_place_weights(p->model, !cfg->no_mmap);
+    if ((st = bt_transport_agree(p->comm, st)))
         goto fail;
     st = bt_forward_init(p->model, cfg->ops, n_ctx, cfg->max_tok, cfg->n_threads, &p->fwd);
     if (st == BT_OK && p->last) {
