@@ -351,6 +351,8 @@ static int run_all(bench_t *b)
             bt_report_row(stdout, prm->output, &row, i);
             if (prm->hdf5 != NULL)
                 st = bt_h5_append(prm->hdf5, b->run_id, &row, b->host_ptrs);
+            if (prm->hdf5 != NULL && st == BT_OK && prm->verbose) /* the file is closed */
+                bt_log_info("test %d (%s): row written to %s", i, row.test, prm->hdf5);
         }
         st = bt_transport_agree(b->comm, st);
         row_free(&row);

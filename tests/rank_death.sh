@@ -8,8 +8,9 @@
 #
 # The phase is found from what the job shows, not from sleeps: `-v` makes
 # rank 0 log "test N (...): R repetitions" when test N's measured
-# repetitions begin, and a finished test is a row in the file. Prints one
-# line per kill with the time from the kill to the job's end.
+# repetitions begin and "test N (...): row written to FILE" once its row is
+# in the file and the file closed. Prints one line per kill with the time
+# from the kill to the job's end.
 set -u
 bin=${BT_BUILDDIR:-$(pwd)}
 launcher=${MPIEXEC:-$(command -v mpirun || true)}
@@ -60,7 +61,7 @@ rank_pid() {
 now() { date +%s.%N; }
 
 # kill_test NAME RANK PHASE BENCH_ARGS...: PHASE is "test1" (wait for test
-# 1's repetitions to begin) or "row1" (wait for the first row in the file).
+# 1's repetitions to begin) or "row1" (wait until test 0's row is written).
 kill_test() {
     local name=$1 rank=$2 phase=$3
     shift 3
@@ -72,8 +73,8 @@ kill_test() {
     for i in $(seq 1 600); do # up to 60 s for the phase
         if [ "$phase" = test1 ]; then
             grep -q '^\[rank 0\] info: test 1 (' "$err" && seen=1
-        else
-            [ "$(rows "$h5")" -ge 1 ] 2>/dev/null && seen=1
+        else # the row is written and the file closed
+            grep -q '^\[rank 0\] info: test 0 (.*): row written to' "$err" && seen=1
         fi
         [ "$seen" = 1 ] && break
         kill -0 "$job" 2>/dev/null || break
