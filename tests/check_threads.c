@@ -91,7 +91,16 @@ static void check_model_threads(uint32_t type)
     snprintf(path, sizeof path, "%s/model-%u.gguf", tmpdir, type);
     bt_synth_shape_t shape;
     ck_assert_int_eq(bt_synth_shape("tiny", &shape), BT_OK);
-    shape.n_layer = 3;
+    /* wide enough that the matmuls split over OpenMP teams (work of at
+     * least 2^18 multiply-adds, BT_PARALLEL_MIN_WORK in kernels/cpu.c), so
+     * every thread runs a team of its own */
+    shape.n_layer = 2;
+    shape.n_embd = 256;
+    shape.n_head = 4;
+    shape.n_head_kv = 2;
+    shape.n_ff = 768;
+    shape.n_vocab = 1024;
+    ck_assert((double)shape.n_embd * shape.n_vocab >= (1 << 18));
     ck_assert_int_eq(bt_synth_write(path, &shape, type, 11), BT_OK);
     bt_model_t *m;
     ck_assert_int_eq(bt_model_load(path, 0, -1, true, true, &m), BT_OK);
