@@ -15,6 +15,7 @@
 #include "build_commit.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,8 +91,13 @@ static bt_status_t gather_provenance(bench_t *b, int argc, char **argv)
     snprintf(mine, sizeof mine, "%s", name);
     b->rank_hosts = calloc((size_t)b->size, sizeof *b->rank_hosts);
     b->host_ptrs = calloc((size_t)b->size, sizeof *b->host_ptrs);
-    if (b->rank_hosts == NULL || b->host_ptrs == NULL)
-        return BT_ERR_NOMEM;
+    bt_status_t st = BT_OK;
+    if (b->rank_hosts == NULL || b->host_ptrs == NULL) {
+        bt_log_error("cannot allocate the host names of %d ranks", b->size);
+        st = BT_ERR_NOMEM;
+    }
+    if ((st = bt_transport_agree(b->comm, st))) /* before the collective below */
+        return st;
     MPI_Allgather(mine, 64, MPI_CHAR, b->rank_hosts, 64, MPI_CHAR, b->comm);
     bt_run_info_t *r = &b->run;
     size_t used = 0;
@@ -222,6 +228,15 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     const int n_tok = t->n_prompt + t->n_gen;
     const int max_tok = t->n_prompt > 0 ? (t->ubatch < t->n_prompt ? t->ubatch : t->n_prompt) : 1;
     const int n_mb = t->n_prompt > 0 ? (t->n_prompt + max_tok - 1) / max_tok : 0;
+    /* the trace holds every repetition's events (stage times come from it) */
+    const int64_t events = (int64_t)reps * 8 * ((int64_t)n_mb + t->n_gen) + 64;
+    if (events > INT_MAX) { /* every rank computes alike; rank 0 reports */
+        if (b->rank == 0)
+            bt_log_error("test %s: -r %d x %d micro-batches and steps would record %lld trace "
+                         "events, more than %d: lower -r, -p or -n", row->test, reps,
+                         n_mb + t->n_gen, (long long)events, INT_MAX);
+        return BT_ERR_ARG;
+    }
     bt_pipe_config_t cfg = {
         .model_path = t->model,
         .ratios = t->split->n ? t->split->ratios : NULL,
@@ -234,7 +249,7 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         .kv_type = (uint32_t)prm->kv_type,
         .no_mmap = !prm->mmap,
         .no_sampling = true,
-        .trace_events = reps * 8 * (n_mb + t->n_gen) + 64,
+        .trace_events = (int)events,
     };
     bt_pipe_t p;
     bt_status_t st = bt_pipe_init(&p, b->comm, &cfg);
@@ -245,9 +260,14 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_tok > 0 ? n_tok : 1));
     double *ns = calloc((size_t)reps, sizeof(double));
     if (ids == NULL || ns == NULL) {
+        bt_log_error("test %s: cannot allocate %d token ids and %d samples", row->test, n_tok,
+                      reps);
         st = BT_ERR_NOMEM;
-        goto done;
     }
+    /* collective: a rank that failed alone would leave the others waiting
+     * in the pipeline */
+    if ((st = bt_transport_agree(b->comm, st)))
+        goto done;
     bt_rng_t rng;
     bt_rng_seed(&rng, (uint64_t)index);
     for (int i = 0; i < n_tok; i++)
@@ -257,6 +277,9 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     if (prm->warmup) /* like llama-bench: the prompt once and one decode step */
         st = run_once(&p, t, ids, ids + t->n_prompt, t->n_gen > 0 ? 1 : 0);
     bt_pipe_trace_start(&p);
+    if (prm->verbose && b->rank == 0 && st == BT_OK) /* progress: the measured part begins */
+        bt_log_info("test %d (%s, -ub %d, pipeline %d): %d repetitions", index, row->test,
+                    t->ubatch, t->pipeline, reps);
     for (int r = 0; r < reps && st == BT_OK; r++) {
         MPI_Barrier(b->comm);
         double t0 = bt_now();
@@ -374,6 +397,8 @@ static int run_all(bench_t *b)
             bt_report_row(stdout, prm->output, &row, i);
             if (prm->hdf5 != NULL)
                 st = bt_h5_append(prm->hdf5, b->run_id, &row, b->host_ptrs);
+            if (prm->hdf5 != NULL && st == BT_OK && prm->verbose) /* the file is closed */
+                bt_log_info("test %d (%s): row written to %s", i, row.test, prm->hdf5);
         }
         st = bt_transport_agree(b->comm, st);
         row_free(&row);

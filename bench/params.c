@@ -227,6 +227,33 @@ static bt_status_t parse_float_arg(const char *flag, const char *s, double *out)
     return BT_OK;
 }
 
+/* A benchmark that would run no test is a mistake in the flags: every -p
+ * and -n 0 and no -pg, or every -ub larger than every -b (those
+ * combinations are skipped, as llama-bench skips them). */
+static bt_status_t check_something_to_run(const bt_bench_params_t *p)
+{
+    bool any_test = p->n_pg > 0;
+    for (int i = 0; i < p->n_prompt.n; i++)
+        any_test |= p->n_prompt.v[i] > 0;
+    for (int i = 0; i < p->n_gen.n; i++)
+        any_test |= p->n_gen.v[i] > 0;
+    if (!any_test) {
+        bt_log_error("nothing to run: every -p and -n is 0 and no -pg is given");
+        return BT_ERR_ARG;
+    }
+    int min_ub = p->ubatch.v[0], max_b = p->batch.v[0];
+    for (int i = 1; i < p->ubatch.n; i++)
+        min_ub = p->ubatch.v[i] < min_ub ? p->ubatch.v[i] : min_ub;
+    for (int i = 1; i < p->batch.n; i++)
+        max_b = p->batch.v[i] > max_b ? p->batch.v[i] : max_b;
+    if (min_ub > max_b) {
+        bt_log_error("-ub %d is larger than -b %d: a micro-batch cannot exceed the batch "
+                     "(no test to run)", min_ub, max_b);
+        return BT_ERR_ARG;
+    }
+    return BT_OK;
+}
+
 bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
                                   bt_bench_params_t *p)
 {
@@ -367,6 +394,8 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
         bt_log_error("no model given (-m FILE)");
         st = BT_ERR_ARG;
     }
+    if (st == BT_OK && !p->kernels)
+        st = check_something_to_run(p);
     return st;
 }
 

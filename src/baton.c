@@ -280,6 +280,7 @@ typedef struct run_state {
     bool text;          /* stream text (else print ids at the end) */
     bool stop_at_eog;
     bool ended_on_eog;
+    bool gen_failed;    /* the generated ids could not be kept (no memory) */
     /* timings */
     double t_prompt, t_gen;
     int n_prompt_tok, n_decode;
@@ -310,8 +311,10 @@ static bool on_token(void *arg, int32_t id)
     if (r->n_gen == r->cap_gen) {
         int cap = r->cap_gen ? 2 * r->cap_gen : 256;
         int32_t *g = realloc(r->gen, sizeof *g * (size_t)cap);
-        if (g == NULL)
+        if (g == NULL) { /* stop here; turn() reports it */
+            r->gen_failed = true;
             return false;
+        }
         r->gen = g, r->cap_gen = cap;
     }
     r->gen[r->n_gen++] = id;
@@ -361,6 +364,10 @@ static bt_status_t turn(run_state_t *r, const int32_t *ids, int n, int n_limit)
     int steps = 0;
     if (st == BT_OK && n_limit > 0)
         st = bt_pipe_generate(p, first, r->pos, n_limit, on_token, write_rows, r, &steps);
+    if (st == BT_OK && r->gen_failed) {
+        bt_log_error("cannot keep more than %d generated tokens: out of memory", r->n_gen);
+        st = BT_ERR_NOMEM;
+    }
     r->pos += steps;
     r->t_prompt += t1 - t0;
     r->t_gen += bt_now() - t1;

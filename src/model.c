@@ -401,15 +401,24 @@ static int bound_matrices(bt_model_t *m, bt_matrix_t **out)
     return n;
 }
 
+uint64_t bt_model_pack_bytes(bt_model_t *m)
+{
+    bt_matrix_t **mats = malloc(sizeof *mats * (size_t)(7 * (m->last - m->first) + 1));
+    const int n = mats ? bound_matrices(m, mats) : 0;
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += (bt_pack_bytes(mats[i]) + 63) / 64 * 64;
+    free(mats);
+    return total;
+}
+
 bt_status_t bt_model_pack(bt_model_t *m)
 {
     bt_matrix_t **mats = malloc(sizeof *mats * (size_t)(7 * (m->last - m->first) + 1));
     if (mats == NULL)
         return BT_ERR_NOMEM;
     const int n = bound_matrices(m, mats);
-    size_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += (bt_pack_bytes(mats[i]) + 63) / 64 * 64;
+    const uint64_t total = bt_model_pack_bytes(m);
     bt_status_t st = total ? bt_mem_check("packing the quantized weights", total) : BT_OK;
     for (int i = 0; i < n && st == BT_OK; i++) {
         const size_t bytes = (bt_pack_bytes(mats[i]) + 63) / 64 * 64;

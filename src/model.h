@@ -84,6 +84,9 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap);
  * packing adds their size. Call once, after bt_model_place_weights. */
 bt_status_t bt_model_pack(bt_model_t *m);
 
+/* The bytes bt_model_pack would allocate (0 if it would pack nothing). */
+uint64_t bt_model_pack_bytes(bt_model_t *m);
+
 /* bt_model_open + bt_model_bind. */
 bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed, bool with_head,
                           bt_model_t **out);
