@@ -302,8 +302,7 @@ static void job_call(kb_job_t *j)
      * window of whole 16-row panels is the packed matrix of its rows */
     j->w.packed = NULL;
     if (j->ops == &bt_ops_cpu && j->pool->packed != NULL && j->w.n_out % 16 == 0)
-        j->w.packed = j->pool->packed +
-                      (size_t)win * bt_cpu_q8_packed_bytes(j->w.type, j->w.n_in, j->w.n_out);
+        j->w.packed = j->pool->packed + (size_t)win * bt_pack_bytes(&j->w);
     j->next++;
     j->ops->matmul(j->out, &j->w, j->x, j->n_tok, j->scratch);
 }
@@ -549,12 +548,12 @@ static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
         if (have[w]) {
             pool_fill(&pools[w], mem, type, n_in, r->row);
             mem += (size_t)pools[w].n_rows * pools[w].row_bytes;
-            const size_t pb = bt_cpu_q8_packed_bytes(type, n_in, pools[w].n_rows);
+            const bt_matrix_t all = {pools[w].data, type,    n_in, pools[w].n_rows,
+                                     pools[w].row_bytes, NULL};
+            const size_t pb = bt_pack_bytes(&all);
             pools[w].packed = pb ? aligned_alloc(64, (pb + 63) / 64 * 64) : NULL;
             if (pools[w].packed != NULL)
-                bt_cpu_q8_pack(pools[w].packed,
-                               &(bt_matrix_t){pools[w].data, type, n_in, pools[w].n_rows,
-                                              pools[w].row_bytes, NULL});
+                bt_pack(&all, pools[w].packed);
         } else {
             r->rows[r->n_rows++] = (kb_row_t){.type = type, .shape = s->name, .n_in = n_in};
         }

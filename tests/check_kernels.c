@@ -25,6 +25,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/types.h"
+#include "kernels/cpu_internal.h"
 #include "testutil.h"
 
 #define U 0x1p-24 /* unit roundoff of f32 */
@@ -560,6 +561,18 @@ static void mm_compare(const float *out_cpu, const float *out_ref, const wmat_t 
         }
 }
 
+/* W in bt_ops_cpu's packed layout (NULL when it has none). */
+static void *pack_matrix(const bt_matrix_t *w)
+{
+    const size_t bytes = bt_pack_bytes(w);
+    if (bytes == 0)
+        return NULL;
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    ck_assert_ptr_nonnull(p);
+    bt_pack(w, p);
+    return p;
+}
+
 static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint64_t pad, rng_t *r)
 {
     wmat_t w = wmat_make(type, n_in, n_out, pad, r);
@@ -571,15 +584,36 @@ static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint6
     bt_scratch_t s1 = scratch_make(n_in, 1, 1);
     memset(out_ref, 0xff, n_o * sizeof(float));
     bt_ops_ref.matmul(out_ref, &w.m, x, n_tok, &s1);
+    /* bt_ops_cpu's own path for the float types: one chain per output, from
+     * the rows or from packed panels (the same bits) */
+    const bool panels = bt_cpu_fpanel_supports(type);
+    void *packed = panels ? pack_matrix(&w.m) : NULL;
+    float *out_p = xmalloc(n_o * sizeof(float));
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(n_in, 1, nth);
-        memset(out_cpu, 0xff, n_o * sizeof(float)); /* nan: every element must be written */
-        bt_ops_exact.matmul(out_cpu, &w.m, x, n_tok, &s);
-        char what[64];
-        snprintf(what, sizeof what, "threads %d pad %llu", nth, (unsigned long long)pad);
-        mm_compare(out_cpu, out_ref, &w, x, n_tok, what);
+        for (int oi = 0; oi < (panels ? 2 : 1); oi++) {
+            const bt_ops_t *ops = oi ? &bt_ops_cpu : &bt_ops_exact;
+            memset(out_cpu, 0xff, n_o * sizeof(float)); /* nan: every element must be written */
+            ops->matmul(out_cpu, &w.m, x, n_tok, &s);
+            char what[64];
+            snprintf(what, sizeof what, "%s threads %d pad %llu", ops->name, nth,
+                     (unsigned long long)pad);
+            mm_compare(out_cpu, out_ref, &w, x, n_tok, what);
+        }
+        if (packed != NULL) {
+            bt_matrix_t wp = w.m;
+            wp.packed = packed;
+            memset(out_p, 0xff, n_o * sizeof(float));
+            bt_ops_cpu.matmul(out_p, &wp, x, n_tok, &s);
+            CHECK_MSG(memcmp(out_p, out_cpu, n_o * sizeof(float)) == 0,
+                      "%s n_in %lld n_out %lld n_tok %d threads %d: packed panels differ from "
+                      "the rows", bt_type_info(type)->name, (long long)n_in, (long long)n_out,
+                      n_tok, nth);
+        }
         free(s.buf);
     }
+    free(out_p);
+    free(packed);
     free(s1.buf);
     free(out_cpu);
     free(out_ref);
@@ -636,7 +670,7 @@ static int split_next(const int *pat, int *idx, int left)
 
 /* n_in 67 takes the tiled path with a tail; 96 (a multiple of 32) also
  * the fused one-token GEMV where the type has one: every split mixes both. */
-static void matmul_invariance(uint32_t type, int64_t n_in)
+static void matmul_invariance(const bt_ops_t *ops, uint32_t type, int64_t n_in, bool pack)
 {
     enum { NT = 13 };
     const int64_t n_out = 37;
@@ -646,31 +680,34 @@ static void matmul_invariance(uint32_t type, int64_t n_in)
     float *full = xmalloc((size_t)(NT * n_out) * sizeof(float));
     float *part = xmalloc((size_t)(NT * n_out) * sizeof(float));
     fill(x, (size_t)(NT * n_in), &r, -2.0f, 2.0f);
+    void *packed = pack ? pack_matrix(&w.m) : NULL;
+    w.m.packed = packed;
     bt_scratch_t s1 = scratch_make(n_in, 1, 1);
-    bt_ops_exact.matmul(full, &w.m, x, NT, &s1);
+    ops->matmul(full, &w.m, x, NT, &s1);
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(n_in, 1, nth);
         memset(part, 0xff, (size_t)(NT * n_out) * sizeof(float));
-        bt_ops_exact.matmul(part, &w.m, x, NT, &s);
+        ops->matmul(part, &w.m, x, NT, &s);
         CHECK_MSG(memcmp(part, full, (size_t)(NT * n_out) * sizeof(float)) == 0,
-                  "%s: %d threads differ from 1", bt_type_info(type)->name, nth);
+                  "%s %s: %d threads differ from 1", ops->name, bt_type_info(type)->name, nth);
         for (size_t p = 0; p < sizeof splits / sizeof splits[0]; p++) {
             memset(part, 0xff, (size_t)(NT * n_out) * sizeof(float));
             int idx = 0;
             for (int t = 0; t < NT;) {
                 int n = split_next(splits[p], &idx, NT - t);
-                bt_ops_exact.matmul(part + (size_t)t * n_out, &w.m, x + (size_t)t * n_in, n, &s);
+                ops->matmul(part + (size_t)t * n_out, &w.m, x + (size_t)t * n_in, n, &s);
                 t += n;
             }
             for (int t = 0; t < NT; t++)
                 CHECK_MSG(
                     memcmp(part + t * n_out, full + t * n_out, (size_t)n_out * sizeof(float)) == 0,
-                    "%s: split %zu, %d threads: token %d differs from one batch",
-                    bt_type_info(type)->name, p, nth, t);
+                    "%s %s%s: split %zu, %d threads: token %d differs from one batch",
+                    ops->name, bt_type_info(type)->name, packed ? " packed" : "", p, nth, t);
         }
         free(s.buf);
     }
     free(s1.buf);
+    free(packed);
     free(part);
     free(full);
     free(x);
@@ -681,8 +718,13 @@ START_TEST(test_matmul_batch_invariance)
 {
     const uint32_t type = mm_types[_i];
     if (type != BT_TYPE_Q8_0)
-        matmul_invariance(type, 67);
-    matmul_invariance(type, 96);
+        matmul_invariance(&bt_ops_exact, type, 67, false);
+    matmul_invariance(&bt_ops_exact, type, 96, false);
+    if (bt_cpu_fpanel_supports(type)) /* 37 rows: a partial panel; 13 tokens: 8 + 5 */
+        for (int pack = 0; pack <= 1; pack++) {
+            matmul_invariance(&bt_ops_cpu, type, 67, pack);
+            matmul_invariance(&bt_ops_cpu, type, 96, pack);
+        }
 }
 END_TEST
 

@@ -750,13 +750,16 @@ static void cpu_attention(float *restrict out, const float *restrict q, const vo
     }
 }
 
-/* The 32-element block formats against 8-bit activations where the CPU
- * can (cpu_q8.c), everything else as bt_ops_exact. */
+/* The quantized formats against 8-bit activations where the CPU can
+ * (cpu_q8.c), F32/F16/BF16 as one FMA chain per output over row panels
+ * (cpu_fpanel.c), anything else as bt_ops_exact. */
 static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                        int n_tok, const bt_scratch_t *s)
 {
     if (bt_cpu_q8_supports(w->type, w->n_in))
         bt_cpu_matmul_q8(out, w, x, n_tok, s);
+    else if (bt_cpu_fpanel_supports(w->type))
+        bt_cpu_matmul_fpanel(out, w, x, n_tok, s);
     else
         exact_matmul(out, w, x, n_tok, s);
 }
@@ -775,10 +778,18 @@ const bt_ops_t bt_ops_exact = {
 
 size_t bt_pack_bytes(const bt_matrix_t *w)
 {
+    if (bt_cpu_fpanel_supports(w->type))
+        return bt_cpu_fpanel_bytes(w->type, w->n_in, w->n_out);
     return bt_cpu_q8_packed_bytes(w->type, w->n_in, w->n_out);
 }
 
-void bt_pack(const bt_matrix_t *w, void *dst) { bt_cpu_q8_pack(dst, w); }
+void bt_pack(const bt_matrix_t *w, void *dst)
+{
+    if (bt_cpu_fpanel_supports(w->type))
+        bt_cpu_fpanel_pack(dst, w);
+    else
+        bt_cpu_q8_pack(dst, w);
+}
 
 const bt_ops_t *bt_ops_by_name(const char *name)
 {

@@ -34,4 +34,13 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
 size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out);
 void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w);
 
+/* cpu_fpanel.c: F32/F16/BF16 weights in panels of 16 interleaved rows
+ * (a CPU with AVX-512): whether it takes the type, the packed bytes, the
+ * packing, and the product (packed or not: the same bits). */
+bool bt_cpu_fpanel_supports(uint32_t type);
+size_t bt_cpu_fpanel_bytes(uint32_t type, int64_t n_in, int64_t n_out);
+void bt_cpu_fpanel_pack(uint8_t *restrict dst, const bt_matrix_t *w);
+void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                          int n_tok, const bt_scratch_t *s);
+
 #endif /* BT_CPU_INTERNAL_H */
