@@ -6,10 +6,11 @@
  * SIMD + OpenMP, the same math). bt_ops_cpu is bt_ops_exact except that
  * the quantized formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)
  * multiply against activations quantized to 8 bits per 32 elements, as
- * llama.cpp does, where the CPU has AVX-512 VNNI, and F32/F16/BF16 weights
- * sum each output as one FMA chain over row panels (cpu_fpanel.c): faster, and within a stated bound of the
- * exact product (cpu_q8.c). Tests compare them; `--kernels` selects one
- * at run time. Callers hold a const bt_ops_t * and never call a
+ * llama.cpp does (within a stated bound of the exact product, cpu_q8.c),
+ * and F32/F16/BF16 weights sum each output as one FMA chain over panels of
+ * interleaved rows (cpu_fpanel.c), where the CPU has AVX-512 (VNNI for
+ * the 8-bit path): faster. Tests compare them; `--kernels` selects one at
+ * run time. Callers hold a const bt_ops_t * and never call a
  * backend directly, so a CUDA table can slot in later.
  *
  * Determinism (DESIGN.md invariant 1): every output element is reduced in an
