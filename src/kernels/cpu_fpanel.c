@@ -8,7 +8,7 @@
  * rows), so one vector load gives 16 rows' w[k] and one broadcast x[k]
  * feeds them all: a panel streams through contiguously (decode runs at
  * memory speed) and a broadcast of one token's x[k] serves 16 rows
- * (prefill at the FMA rate), with the chains of 8 tokens, or of 4 panels
+ * (prefill at the FMA rate), with the chains of 8 tokens, or of 8 panels
  * for one token, in flight.
  *
  * bt_cpu_fpanel_pack writes the panels once (bt_model_pack, in the
@@ -97,27 +97,27 @@ fpanel(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstrid
        const float *restrict x, int64_t n_in, const int P, const int T, const int et)
 {
     const size_t es = elem_bytes(et);
-    __m512 acc[4][8];
-#pragma GCC unroll 4
+    __m512 acc[8][8];
+#pragma GCC unroll 8
     for (int p = 0; p < P; p++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++)
             acc[p][t] = _mm512_setzero_ps();
 #pragma GCC unroll 2
     for (int64_t k = 0; k < n_in; k++) {
-        __m512 w[4];
-#pragma GCC unroll 4
+        __m512 w[8];
+#pragma GCC unroll 8
         for (int p = 0; p < P; p++)
             w[p] = load16(pw + (size_t)p * pstride + (size_t)k * 16 * es, et);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const __m512 xb = _mm512_set1_ps(x[(size_t)t * n_in + k]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int p = 0; p < P; p++)
                 acc[p][t] = _mm512_fmadd_ps(w[p], xb, acc[p][t]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int p = 0; p < P; p++) {
         const int left = nr - 16 * p;
         const __mmask16 keep = (__mmask16)(left >= 16 ? 0xffff : (1u << left) - 1);
@@ -137,7 +137,7 @@ typedef void (*fpanel_fn)(float *restrict, size_t, int, const uint8_t *, size_t,
         fpanel(o, ldo, nr, pw, ps, x, n, P, T, et);                                             \
     }
 #define FPANELS(name, et)                                                                      \
-    FPANEL(name, 4, 1, et) FPANEL(name, 1, 1, et) FPANEL(name, 1, 2, et)                        \
+    FPANEL(name, 8, 1, et) FPANEL(name, 1, 1, et) FPANEL(name, 1, 2, et)                        \
     FPANEL(name, 1, 3, et) FPANEL(name, 1, 4, et) FPANEL(name, 1, 5, et)                        \
     FPANEL(name, 1, 6, et) FPANEL(name, 1, 7, et) FPANEL(name, 1, 8, et)
 FPANELS(f32, ET_F32)
@@ -145,19 +145,19 @@ FPANELS(f16, ET_F16)
 FPANELS(bf16, ET_BF16)
 
 typedef struct {
-    fpanel_fn gemv4;      /* 4 panels, 1 token */
+    fpanel_fn gemv8;      /* 8 panels, 1 token */
     fpanel_fn gemm[8];    /* 1 panel, 1-8 tokens */
 } fpanel_kernels_t;
 
 #define FPANEL_KERNELS(name)                                                                   \
-    {fp_##name##_4_1,                                                                           \
+    {fp_##name##_8_1,                                                                           \
      {fp_##name##_1_1, fp_##name##_1_2, fp_##name##_1_3, fp_##name##_1_4, fp_##name##_1_5,     \
       fp_##name##_1_6, fp_##name##_1_7, fp_##name##_1_8}}
 static const fpanel_kernels_t fpanel_kernels[3] = {
     FPANEL_KERNELS(f32), FPANEL_KERNELS(f16), FPANEL_KERNELS(bf16)};
 
-/* Threads take contiguous shares of the work units: groups of 4 panels
- * for one token (4 chains in flight), single panels for more (8 tokens'
+/* Threads take contiguous shares of the work units: groups of 8 panels
+ * for one token (8 chains in flight), single panels for more (8 tokens.
  * chains). Unpacked weights: a thread packs each panel it takes into its
  * scratch (16 n_in floats, what the scratch holds per thread) as f32. */
 void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float *restrict x,
@@ -168,7 +168,7 @@ void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float
     const int et = packed ? elem_type(w->type) : ET_F32;
     const fpanel_kernels_t *k = &fpanel_kernels[et];
     const size_t pstride = (size_t)n_in * 16 * elem_bytes(et);
-    const int per_unit = n_tok == 1 && packed ? 4 : 1;
+    const int per_unit = n_tok == 1 && packed ? 8 : 1;
     const int64_t n_units = (n_panels + per_unit - 1) / per_unit;
     const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
 #pragma omp parallel num_threads(team) if (team > 1)
@@ -186,8 +186,8 @@ void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float
                 pack_panel(own, ET_F32, w, r0);
                 pw = own;
             }
-            if (per_unit == 4 && nr == 64) {
-                k->gemv4(out + r0, (size_t)n_out, nr, pw, pstride, x, n_in);
+            if (per_unit == 8 && nr == 128) {
+                k->gemv8(out + r0, (size_t)n_out, nr, pw, pstride, x, n_in);
                 continue;
             }
             for (int p = 0; p < per_unit && 16 * p < nr; p++)
