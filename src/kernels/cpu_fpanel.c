@@ -157,7 +157,7 @@ static const fpanel_kernels_t fpanel_kernels[3] = {
     FPANEL_KERNELS(f32), FPANEL_KERNELS(f16), FPANEL_KERNELS(bf16)};
 
 /* Threads take contiguous shares of the work units: groups of 8 panels
- * for one token (8 chains in flight), single panels for more (8 tokens.
+ * for one token (8 chains in flight), single panels for more (8 tokens'
  * chains). Unpacked weights: a thread packs each panel it takes into its
  * scratch (16 n_in floats, what the scratch holds per thread) as f32. */
 void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float *restrict x,
