@@ -57,16 +57,21 @@ static void pack_panel(uint8_t *restrict dst, int et, const bt_matrix_t *w, int6
     memset(dst, 0, (size_t)w->n_in * 16 * es);
     for (int r = 0; r < 16 && r0 + r < w->n_out; r++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes;
-        for (int64_t k = 0; k < w->n_in; k++) {
-            uint8_t *o = dst + ((size_t)k * 16 + (size_t)r) * es;
-            if (et == et_src) {
-                memcpy(o, row + (size_t)k * es, es);
-            } else { /* to f32, exactly */
-                uint16_t h;
-                memcpy(&h, row + (size_t)k * 2, 2);
-                const float f = et_src == ET_F16 ? bt_f16_to_f32(h) : bt_bf16_to_f32(h);
-                memcpy(o, &f, 4);
-            }
+        if (et == ET_F32 && et_src == ET_F32) {
+            const float *src = (const float *)row;
+            float *o = (float *)dst + r;
+            for (int64_t k = 0; k < w->n_in; k++)
+                o[16 * k] = src[k];
+        } else if (et == et_src) { /* f16 or bf16 as they are */
+            const uint16_t *src = (const uint16_t *)row;
+            uint16_t *o = (uint16_t *)dst + r;
+            for (int64_t k = 0; k < w->n_in; k++)
+                o[16 * k] = src[k];
+        } else { /* to f32, exactly */
+            const uint16_t *src = (const uint16_t *)row;
+            float *o = (float *)dst + r;
+            for (int64_t k = 0; k < w->n_in; k++)
+                o[16 * k] = et_src == ET_F16 ? bt_f16_to_f32(src[k]) : bt_bf16_to_f32(src[k]);
         }
     }
 }
