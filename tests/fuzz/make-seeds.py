@@ -6,6 +6,11 @@ stop at each check. Plain Python, no packages; the same run writes the same
 bytes.
 
   python3 tests/fuzz/make-seeds.py tests/fuzz/corpus/seeds
+  python3 tests/fuzz/make-seeds.py --models build/baton-mkmodel tests/fuzz/corpus/model
+
+The second form writes whole small models for fuzz_model with baton's own
+writer (baton-mkmodel: 1-2 layers, n_embd 32, every 32-block type, at
+most 16 KB), so that a forward pass runs on them.
 
 Valid: byte-level BPE vocabularies ("gpt2") with merges, special tokens and
 each pre-tokenizer family (smollm, llama3, qwen2, gpt2, none named);
@@ -189,7 +194,38 @@ def all_types_file():
     return f.build()
 
 
+MODELS = {
+    # name: baton-mkmodel arguments after --shape tiny
+    "model-q4_0.gguf": ["--type", "q4_0"],
+    "model-q4_1.gguf": ["--type", "q4_1"],
+    "model-q5_0.gguf": ["--type", "q5_0"],
+    "model-q5_1.gguf": ["--type", "q5_1"],
+    "model-q8_0-gqa.gguf": ["--type", "q8_0", "--n-head", "4", "--n-head-kv", "2"],
+    "model-f16.gguf": ["--type", "f16"],
+    "model-bf16.gguf": ["--type", "bf16", "--n-vocab", "8"],
+    "model-q4_1-untied-2l.gguf": ["--type", "q4_1", "--n-layer", "2", "--untied"],
+}
+
+
+def write_models(mkmodel, out):
+    import subprocess
+    os.makedirs(out, exist_ok=True)
+    total = 0
+    for name, args in sorted(MODELS.items()):
+        base = ["--shape", "tiny", "--n-layer", "1", "--n-embd", "32", "--n-ff", "32",
+                "--n-vocab", "16", "--n-head", "2", "--n-head-kv", "1", "--n-ctx", "64",
+                "--seed", "1"]
+        path = os.path.join(out, name)
+        subprocess.run([mkmodel] + base + args + ["-o", path], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        total += os.path.getsize(path)
+    print("make-seeds: %d models, %d bytes" % (len(MODELS), total))
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--models":
+        write_models(sys.argv[2], sys.argv[3])
+        return
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/fuzz/corpus/seeds"
     os.makedirs(out, exist_ok=True)
     rng = random.Random(1)
