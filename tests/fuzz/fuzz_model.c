@@ -49,8 +49,8 @@ static void run_forward(const bt_model_t *m, const bt_ops_t *ops)
     bt_forward_t *f = NULL;
     if (bt_forward_init(m, ops, FUZZ_CTX, FUZZ_TOK, 1, &f) != BT_OK)
         return;
-    float *x = malloc(sizeof *x * FUZZ_TOK * (size_t)hp->n_embd);
-    float *logits = malloc(sizeof *logits * FUZZ_TOK * (size_t)hp->n_vocab);
+    float *x = malloc(sizeof *x * FUZZ_TOK * (size_t)hp->n_embd);           /* [FUZZ_TOK, n_embd] */
+    float *logits = malloc(sizeof *logits * FUZZ_TOK * (size_t)hp->n_vocab); /* [FUZZ_TOK, n_vocab] */
     FUZZ_ASSERT(x != NULL && logits != NULL);
     int32_t tokens[FUZZ_TOK] = {0, hp->n_vocab - 1};
     if (bt_forward_embed(f, tokens, FUZZ_TOK, x) == BT_OK &&
