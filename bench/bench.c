@@ -15,6 +15,7 @@
 #include "build_commit.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include "report.h"
 #include "results_h5.h"
 #include "rng.h"
+#include "stages/linkprobe.h"
 #include "stages/partition.h"
 #include "stages/schedule.h"
 
@@ -39,6 +41,7 @@ typedef struct bench {
     bt_run_info_t run;
     char (*rank_hosts)[64];   /* [size] */
     const char **host_ptrs;   /* [size] into rank_hosts */
+    bt_run_link_t *links;     /* [size - 1] on rank 0: link s -> s+1 */
     int64_t run_id;
 } bench_t;
 
@@ -88,8 +91,13 @@ static bt_status_t gather_provenance(bench_t *b, int argc, char **argv)
     snprintf(mine, sizeof mine, "%s", name);
     b->rank_hosts = calloc((size_t)b->size, sizeof *b->rank_hosts);
     b->host_ptrs = calloc((size_t)b->size, sizeof *b->host_ptrs);
-    if (b->rank_hosts == NULL || b->host_ptrs == NULL)
-        return BT_ERR_NOMEM;
+    bt_status_t st = BT_OK;
+    if (b->rank_hosts == NULL || b->host_ptrs == NULL) {
+        bt_log_error("cannot allocate the host names of %d ranks", b->size);
+        st = BT_ERR_NOMEM;
+    }
+    if ((st = bt_transport_agree(b->comm, st))) /* before the collective below */
+        return st;
     MPI_Allgather(mine, 64, MPI_CHAR, b->rank_hosts, 64, MPI_CHAR, b->comm);
     bt_run_info_t *r = &b->run;
     size_t used = 0;
@@ -111,6 +119,48 @@ static bt_status_t gather_provenance(bench_t *b, int argc, char **argv)
     snprintf(r->slurm_job_id, sizeof r->slurm_job_id, "%s", job ? job : "");
     r->n_ranks = b->size;
     return BT_OK;
+}
+
+/* Measures every link s -> s+1 once (stages/linkprobe.h); rank 0 keeps
+ * them for /links and prints them with -v. */
+static bt_status_t probe_links(bench_t *b)
+{
+    bt_link_t *raw = NULL;
+    bt_status_t st = BT_OK;
+    if (b->rank == 0 && b->size > 1) {
+        raw = calloc((size_t)b->size - 1, sizeof *raw);
+        b->links = calloc((size_t)b->size - 1, sizeof *b->links);
+        if (raw == NULL || b->links == NULL) {
+            bt_log_error("cannot allocate %d link records", b->size - 1);
+            st = BT_ERR_NOMEM;
+        }
+    }
+    if ((st = bt_transport_agree(b->comm, st)) == BT_OK)
+        st = bt_linkprobe_run(b->comm, NULL, raw);
+    for (int i = 0; st == BT_OK && b->rank == 0 && i < b->size - 1; i++) {
+        const bt_link_t *l = &raw[i];
+        bt_run_link_t *o = &b->links[i];
+        *o = (bt_run_link_t){
+            .from_rank = l->from,
+            .to_rank = l->to,
+            .latency_us = l->latency_s * 1e6,
+            .bandwidth_MBps = l->bandwidth * 1e-6,
+            .lat_bytes = (int64_t)l->lat_bytes,
+            .bw_bytes = (int64_t)l->bw_bytes,
+            .lat_round_trips = l->lat_reps,
+            .bw_round_trips = l->bw_reps,
+        };
+        snprintf(o->from_host, sizeof o->from_host, "%s", b->rank_hosts[l->from]);
+        snprintf(o->to_host, sizeof o->to_host, "%s", b->rank_hosts[l->to]);
+        if (b->params->verbose)
+            bt_log_info("link %d -> %d (%s -> %s): latency %.1f us, bandwidth %.1f MB/s "
+                        "(median of %d round trips of %lld B and %d of %lld B)",
+                        o->from_rank, o->to_rank, o->from_host, o->to_host, o->latency_us,
+                        o->bandwidth_MBps, o->lat_round_trips, (long long)o->lat_bytes,
+                        o->bw_round_trips, (long long)o->bw_bytes);
+    }
+    free(raw);
+    return st;
 }
 
 /* ---- one test ---- */
@@ -178,6 +228,15 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     const int n_tok = t->n_prompt + t->n_gen;
     const int max_tok = t->n_prompt > 0 ? (t->ubatch < t->n_prompt ? t->ubatch : t->n_prompt) : 1;
     const int n_mb = t->n_prompt > 0 ? (t->n_prompt + max_tok - 1) / max_tok : 0;
+    /* the trace holds every repetition's events (stage times come from it) */
+    const int64_t events = (int64_t)reps * 8 * ((int64_t)n_mb + t->n_gen) + 64;
+    if (events > INT_MAX) { /* every rank computes alike; rank 0 reports */
+        if (b->rank == 0)
+            bt_log_error("test %s: -r %d x %d micro-batches and steps would record %lld trace "
+                         "events, more than %d: lower -r, -p or -n", row->test, reps,
+                         n_mb + t->n_gen, (long long)events, INT_MAX);
+        return BT_ERR_ARG;
+    }
     bt_pipe_config_t cfg = {
         .model_path = t->model,
         .ratios = t->split->n ? t->split->ratios : NULL,
@@ -186,9 +245,11 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         .n_ctx = n_tok,
         .max_tok = max_tok,
         .n_threads = t->threads,
-        .ops = &bt_ops_cpu,
+        .ops = prm->ops,
+        .kv_type = (uint32_t)prm->kv_type,
+        .no_mmap = !prm->mmap,
         .no_sampling = true,
-        .trace_events = reps * 8 * (n_mb + t->n_gen) + 64,
+        .trace_events = (int)events,
     };
     bt_pipe_t p;
     bt_status_t st = bt_pipe_init(&p, b->comm, &cfg);
@@ -199,9 +260,14 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_tok > 0 ? n_tok : 1));
     double *ns = calloc((size_t)reps, sizeof(double));
     if (ids == NULL || ns == NULL) {
+        bt_log_error("test %s: cannot allocate %d token ids and %d samples", row->test, n_tok,
+                      reps);
         st = BT_ERR_NOMEM;
-        goto done;
     }
+    /* collective: a rank that failed alone would leave the others waiting
+     * in the pipeline */
+    if ((st = bt_transport_agree(b->comm, st)))
+        goto done;
     bt_rng_t rng;
     bt_rng_seed(&rng, (uint64_t)index);
     for (int i = 0; i < n_tok; i++)
@@ -211,6 +277,9 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     if (prm->warmup) /* like llama-bench: the prompt once and one decode step */
         st = run_once(&p, t, ids, ids + t->n_prompt, t->n_gen > 0 ? 1 : 0);
     bt_pipe_trace_start(&p);
+    if (prm->verbose && b->rank == 0 && st == BT_OK) /* progress: the measured part begins */
+        bt_log_info("test %d (%s, -ub %d, pipeline %d): %d repetitions", index, row->test,
+                    t->ubatch, t->pipeline, reps);
     for (int r = 0; r < reps && st == BT_OK; r++) {
         MPI_Barrier(b->comm);
         double t0 = bt_now();
@@ -304,7 +373,7 @@ static bt_status_t prepare_outputs(bench_t *b)
         st = BT_ERR_IO;
     }
     if (b->rank == 0 && st == BT_OK && prm->hdf5 != NULL)
-        st = bt_h5_begin_run(prm->hdf5, &b->run, &b->run_id);
+        st = bt_h5_begin_run(prm->hdf5, &b->run, b->links, b->size - 1, &b->run_id);
     return bt_transport_agree(b->comm, st);
 }
 
@@ -328,6 +397,8 @@ static int run_all(bench_t *b)
             bt_report_row(stdout, prm->output, &row, i);
             if (prm->hdf5 != NULL)
                 st = bt_h5_append(prm->hdf5, b->run_id, &row, b->host_ptrs);
+            if (prm->hdf5 != NULL && st == BT_OK && prm->verbose) /* the file is closed */
+                bt_log_info("test %d (%s): row written to %s", i, row.test, prm->hdf5);
         }
         st = bt_transport_agree(b->comm, st);
         row_free(&row);
@@ -367,13 +438,15 @@ int main(int argc, char **argv)
             bt_log_error("--kernels times one process; run it with one rank, not %d", b.size);
         st = b.size > 1 ? BT_ERR_ARG : bt_bench_kernels(&prm, stdout);
         rc = st == BT_OK ? 0 : st == BT_ERR_ARG ? 2 : 1;
-    } else if (gather_provenance(&b, argc, argv) != BT_OK || prepare_outputs(&b) != BT_OK) {
+    } else if (gather_provenance(&b, argc, argv) != BT_OK || probe_links(&b) != BT_OK ||
+               prepare_outputs(&b) != BT_OK) {
         rc = 1;
     } else {
         rc = run_all(&b);
     }
     free(b.rank_hosts);
     free(b.host_ptrs);
+    free(b.links);
     bt_bench_params_free(&prm);
     MPI_Finalize();
     return rc;

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
+#include "kernels/cpu_internal.h"
 #include "synth.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
@@ -210,6 +211,7 @@ typedef struct kb_pool {
     uint8_t *data;
     uint64_t row_bytes;
     int64_t n_rows;
+    uint8_t *packed; /* the pool in bt_ops_cpu's packed layout, or NULL */
 } kb_pool_t;
 
 #define KB_POOL_DISTINCT_ROWS 64
@@ -238,7 +240,7 @@ static bool pool_size(uint32_t type, int64_t n_in, int64_t n_rows_min, uint64_t 
     if (bt_type_row_bytes(type, (uint64_t)n_in, &rb) != 0)
         return false;
     int64_t rows = (int64_t)((bytes_min + rb - 1) / rb);
-    *p = (kb_pool_t){NULL, rb, rows > n_rows_min ? rows : n_rows_min};
+    *p = (kb_pool_t){NULL, rb, rows > n_rows_min ? rows : n_rows_min, NULL};
     return true;
 }
 
@@ -294,8 +296,14 @@ typedef struct kb_job {
 
 static void job_call(kb_job_t *j)
 {
-    j->w.data = j->pool->data + (size_t)(j->next % j->n_windows) * (size_t)j->w.n_out *
-                                    j->pool->row_bytes;
+    const int64_t win = j->next % j->n_windows;
+    j->w.data = j->pool->data + (size_t)win * (size_t)j->w.n_out * j->pool->row_bytes;
+    /* bt_ops_cpu multiplies packed weights, as a pipeline gives it; a
+     * window of whole 16-row panels is the packed matrix of its rows */
+    j->w.packed = NULL;
+    if (j->ops == &bt_ops_cpu && j->pool->packed != NULL && j->w.n_out % 16 == 0)
+        j->w.packed = j->pool->packed +
+                      (size_t)win * bt_cpu_q8_packed_bytes(j->w.type, j->w.n_in, j->w.n_out);
     j->next++;
     j->ops->matmul(j->out, &j->w, j->x, j->n_tok, j->scratch);
 }
@@ -479,7 +487,7 @@ static uint64_t cold_bytes(void)
 /* One line of the table: a timed kernel, or (kernel NULL) a width the
  * type cannot hold. */
 typedef struct kb_row {
-    const char *kernel; /* "gemv", "gemm", "gemv ref", "gemm ref" */
+    const char *kernel; /* "gemv", "gemm", "gemv exact", ..., "gemm ref" */
     uint32_t type;
     const char *shape, *mat;
     int64_t n_in, n_out;
@@ -532,7 +540,7 @@ static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
     const bt_bench_params_t *p = r->p;
     kb_mat_t m[KB_N_MATS];
     shape_mats(s, m);
-    kb_pool_t pools[2];
+    kb_pool_t pools[2] = {{0}};
     bool have[2];
     shape_pools(s, m, KB_N_MATS, type, cold, pools, have);
     uint8_t *mem = r->pool_mem;
@@ -541,6 +549,12 @@ static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
         if (have[w]) {
             pool_fill(&pools[w], mem, type, n_in, r->row);
             mem += (size_t)pools[w].n_rows * pools[w].row_bytes;
+            const size_t pb = bt_cpu_q8_packed_bytes(type, n_in, pools[w].n_rows);
+            pools[w].packed = pb ? aligned_alloc(64, (pb + 63) / 64 * 64) : NULL;
+            if (pools[w].packed != NULL)
+                bt_cpu_q8_pack(pools[w].packed,
+                               &(bt_matrix_t){pools[w].data, type, n_in, pools[w].n_rows,
+                                              pools[w].row_bytes, NULL});
         } else {
             r->rows[r->n_rows++] = (kb_row_t){.type = type, .shape = s->name, .n_in = n_in};
         }
@@ -549,10 +563,15 @@ static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
         const bool ref = ops[o] == &bt_ops_ref; /* one thread, whatever -t says */
         const int n_threads = ref ? 1 : p->threads.n;
         for (int gemm = 0; gemm < 2; gemm++) {
-            const char *kernel = ref ? (gemm ? "gemm ref" : "gemv ref") : gemm ? "gemm" : "gemv";
+            static const char *const names[3][2] = {
+                {"gemv", "gemm"}, {"gemv exact", "gemm exact"}, {"gemv ref", "gemm ref"}};
+            const char *kernel = names[ref ? 2 : ops[o] == &bt_ops_exact][gemm];
             for (int i = 0; i < KB_N_MATS; i++) {
                 const int w = m[i].n_in == s->n_embd ? 0 : 1;
                 if (!have[w] || (gemm && !m[i].gemm))
+                    continue;
+                /* exact differs from cpu only where cpu quantizes activations */
+                if (ops[o] == &bt_ops_exact && !bt_cpu_q8_supports(type, m[i].n_in))
                     continue;
                 const int n_tok_list = gemm ? p->kernel_tokens.n : 1;
                 for (int k = 0; k < n_tok_list; k++)
@@ -562,6 +581,8 @@ static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
             }
         }
     }
+    free(pools[0].packed);
+    free(pools[1].packed);
 }
 
 /* Raises peaks[0 .. n_peaks) (threads set) to what the machine shows now:
@@ -706,7 +727,7 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
     kb_run_t r = {
         .p = p,
         .scratch_per_thread = bt_scratch_floats(max_in, 1),
-        .max_rows = n_shapes * n_types * (2 + per_ops * (p->ref_kernels ? 2 : 1)),
+        .max_rows = n_shapes * n_types * (2 + per_ops * (p->ref_kernels ? 3 : 2)), /* cpu, exact, ref */
     };
     r.peaks = calloc((size_t)p->threads.n + 1, sizeof *r.peaks);
     r.x = malloc(sizeof(float) * (size_t)max_tok * (size_t)max_in);
@@ -739,11 +760,11 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
         r.load[0] = -1.0;
     if ((st = measure_machine(p, r.peaks, r.n_peaks)) != BT_OK)
         goto fail_alloc;
-    const bt_ops_t *ops[2] = {&bt_ops_cpu, &bt_ops_ref};
+    const bt_ops_t *ops[3] = {&bt_ops_cpu, &bt_ops_exact, &bt_ops_ref};
     const double t0 = bt_now();
     for (int s = 0; s < n_shapes; s++)
         for (int t = 0; t < n_types; t++) {
-            time_type(&r, &shapes[s], types[t], ops, p->ref_kernels ? 2 : 1, cold);
+            time_type(&r, &shapes[s], types[t], ops, p->ref_kernels ? 3 : 2, cold);
             bt_log_info("kernels: %s %s timed (%.0f s)", shapes[s].name,
                         bt_type_info(types[t])->name, bt_now() - t0);
         }

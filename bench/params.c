@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "kv_cache.h"
 
 /* ---- lists ---- */
 
@@ -126,6 +127,9 @@ void bt_bench_usage(FILE *f)
             "  -r, --repetitions N       repetitions per test (default 5)\n"
             "      --no-warmup           skip the warm-up run\n"
             "      --delay SECONDS       pause between tests (default 0)\n"
+            "      --ops cpu|exact|ref   kernel set of the tests (default cpu; see baton --kernels)\n"
+            "      --kv-type f32|f16     KV cache elements (default f32)\n"
+            "  -mmp, --mmap 0|1          1: map the weights (default); 0: read them into memory\n"
             "  -o, --output FORMAT       md, csv, json or jsonl (default md)\n"
             "      --hdf5 FILE           append every result with provenance to FILE\n"
             "      --trace-dir DIR       write a Chrome trace per test into DIR\n"
@@ -223,11 +227,38 @@ static bt_status_t parse_float_arg(const char *flag, const char *s, double *out)
     return BT_OK;
 }
 
+/* A benchmark that would run no test is a mistake in the flags: every -p
+ * and -n 0 and no -pg, or every -ub larger than every -b (those
+ * combinations are skipped, as llama-bench skips them). */
+static bt_status_t check_something_to_run(const bt_bench_params_t *p)
+{
+    bool any_test = p->n_pg > 0;
+    for (int i = 0; i < p->n_prompt.n; i++)
+        any_test |= p->n_prompt.v[i] > 0;
+    for (int i = 0; i < p->n_gen.n; i++)
+        any_test |= p->n_gen.v[i] > 0;
+    if (!any_test) {
+        bt_log_error("nothing to run: every -p and -n is 0 and no -pg is given");
+        return BT_ERR_ARG;
+    }
+    int min_ub = p->ubatch.v[0], max_b = p->batch.v[0];
+    for (int i = 1; i < p->ubatch.n; i++)
+        min_ub = p->ubatch.v[i] < min_ub ? p->ubatch.v[i] : min_ub;
+    for (int i = 1; i < p->batch.n; i++)
+        max_b = p->batch.v[i] > max_b ? p->batch.v[i] : max_b;
+    if (min_ub > max_b) {
+        bt_log_error("-ub %d is larger than -b %d: a micro-batch cannot exceed the batch "
+                     "(no test to run)", min_ub, max_b);
+        return BT_ERR_ARG;
+    }
+    return BT_OK;
+}
+
 bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
                                   bt_bench_params_t *p)
 {
-    *p = (bt_bench_params_t){
-        .reps = 5, .warmup = true, .output = "md", .kernel_time = 0.1, .kernel_bw_mib = 512};
+    *p = (bt_bench_params_t){.reps = 5, .warmup = true, .ops = &bt_ops_cpu, .mmap = 1, .output = "md",
+                             .kernel_time = 0.1, .kernel_bw_mib = 512};
     bt_status_t st = BT_OK;
     bool lists_set[6] = {false};
     bt_int_list_t *lists[6] = {&p->n_prompt, &p->n_gen, &p->batch, &p->ubatch, &p->threads,
@@ -259,7 +290,9 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             static const char *const with_value[] = {
                 "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-b", "--batch-size",
                 "-ub", "--ubatch-size", "-t", "--threads", "-ts", "--tensor-split", "--pipeline",
-                "-r", "--repetitions", "--delay", "-o", "--output", "--hdf5", "--trace-dir",
+                "-r", "--repetitions", "--delay", "--ops", "--kv-type", "-mmp", "--mmap", "-o",
+                "--output", "--hdf5",
+                "--trace-dir",
                 "--kernel-types", "--kernel-shapes", "--kernel-tokens", "--kernel-time",
                 "--kernel-bw-mib"};
             for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
@@ -295,6 +328,18 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             st = bt_parse_int("-r", val, 1, 100000, &p->reps);
         } else if (!strcmp(a, "--delay")) {
             st = parse_float_arg("--delay", val, &p->delay);
+        } else if (!strcmp(a, "--ops")) {
+            if ((p->ops = bt_ops_by_name(val)) == NULL) {
+                bt_log_error("--ops: '%s' is not one of cpu, exact, ref", val);
+                st = BT_ERR_ARG;
+            }
+        } else if (!strcmp(a, "-mmp") || !strcmp(a, "--mmap")) {
+            st = bt_parse_int("--mmap", val, 0, 1, &p->mmap);
+        } else if (!strcmp(a, "--kv-type")) {
+            if ((p->kv_type = bt_kv_type_parse(val)) < 0) {
+                bt_log_error("--kv-type: '%s' is not one of f32, f16", val);
+                st = BT_ERR_ARG;
+            }
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (strcmp(val, "md") && strcmp(val, "csv") && strcmp(val, "json") &&
                 strcmp(val, "jsonl")) {
@@ -349,6 +394,8 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
         bt_log_error("no model given (-m FILE)");
         st = BT_ERR_ARG;
     }
+    if (st == BT_OK && !p->kernels)
+        st = check_something_to_run(p);
     return st;
 }
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "common.h"
+#include "kernels/kernels.h"
 
 typedef struct bt_int_list {
     int *v;
@@ -46,6 +47,9 @@ typedef struct bt_bench_params {
     int reps;
     bool warmup;
     double delay;
+    const bt_ops_t *ops; /* --ops: the kernel set the tests run (default cpu) */
+    int kv_type;         /* --kv-type: BT_TYPE_F32 (default) or BT_TYPE_F16 */
+    int mmap;            /* -mmp/--mmap: 1 map the weights (default), 0 read them in */
     const char *output; /* md, csv, json, jsonl */
     const char *hdf5;
     const char *trace_dir;

@@ -39,6 +39,11 @@ typedef struct h5_stage {
     double busy_s, wait_s, send_s, recv_s;
 } h5_stage_t;
 
+typedef struct h5_link {
+    int64_t run_id;
+    bt_run_link_t link;
+} h5_link_t;
+
 /* ---- errors ---- */
 
 static herr_t first_error(unsigned n, const H5E_error2_t *e, void *arg)
@@ -154,6 +159,23 @@ static hid_t stage_type(void)
     return t;
 }
 
+static hid_t link_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(h5_link_t));
+    INSERT(t, h5_link_t, run_id, H5T_NATIVE_INT64);
+    H5Tinsert(t, "from_rank", HOFFSET(h5_link_t, link.from_rank), H5T_NATIVE_INT32);
+    H5Tinsert(t, "to_rank", HOFFSET(h5_link_t, link.to_rank), H5T_NATIVE_INT32);
+    INSERT_STR_AS(t, h5_link_t, link.from_host, "from_host");
+    INSERT_STR_AS(t, h5_link_t, link.to_host, "to_host");
+    H5Tinsert(t, "latency_us", HOFFSET(h5_link_t, link.latency_us), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "bandwidth_MBps", HOFFSET(h5_link_t, link.bandwidth_MBps), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "lat_bytes", HOFFSET(h5_link_t, link.lat_bytes), H5T_NATIVE_INT64);
+    H5Tinsert(t, "bw_bytes", HOFFSET(h5_link_t, link.bw_bytes), H5T_NATIVE_INT64);
+    H5Tinsert(t, "lat_round_trips", HOFFSET(h5_link_t, link.lat_round_trips), H5T_NATIVE_INT32);
+    H5Tinsert(t, "bw_round_trips", HOFFSET(h5_link_t, link.bw_round_trips), H5T_NATIVE_INT32);
+    return t;
+}
+
 typedef struct dset_spec {
     const char *name;
     hid_t (*type)(void);
@@ -165,8 +187,9 @@ static const dset_spec_t dsets[] = {
     {"results", result_type, 16},
     {"samples", sample_type, 64},
     {"stage_times", stage_type, 32},
+    {"links", link_type, 16},
 };
-enum { D_RUNS, D_RESULTS, D_SAMPLES, D_STAGES, D_COUNT };
+enum { D_RUNS, D_RESULTS, D_SAMPLES, D_STAGES, D_LINKS, D_COUNT };
 
 /* ---- file ---- */
 
@@ -330,7 +353,8 @@ static bt_status_t close_file(hid_t f, const char *path, bt_status_t st)
     return st;
 }
 
-bt_status_t bt_h5_begin_run(const char *path, const bt_run_info_t *run, int64_t *run_id)
+bt_status_t bt_h5_begin_run(const char *path, const bt_run_info_t *run,
+                            const bt_run_link_t *links, int n_links, int64_t *run_id)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, once */
     bt_status_t st;
@@ -348,7 +372,15 @@ bt_status_t bt_h5_begin_run(const char *path, const bt_run_info_t *run, int64_t 
     H5Sclose(sp);
     H5Dclose(d);
     rec.run_id = (int64_t)n;
-    st = append(f, path, D_RUNS, &rec, 1, NULL);
+    h5_link_t *lrec = calloc(n_links > 0 ? (size_t)n_links : 1, sizeof *lrec);
+    if (lrec == NULL)
+        return close_file(f, path, BT_ERR_NOMEM);
+    for (int i = 0; i < n_links; i++)
+        lrec[i] = (h5_link_t){rec.run_id, links[i]};
+    /* the links first: a row in /runs means its links are complete */
+    if (n_links == 0 || !(st = append(f, path, D_LINKS, lrec, (hsize_t)n_links, NULL)))
+        st = append(f, path, D_RUNS, &rec, 1, NULL);
+    free(lrec);
     if (st == BT_OK)
         *run_id = rec.run_id;
     return close_file(f, path, st);

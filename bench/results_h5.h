@@ -10,6 +10,8 @@
  *   /results      one row per test, with its run_id
  *   /samples      one row per repetition (row_id, rep, ns, t/s)
  *   /stage_times  one row per test and rank (busy, wait, send, recv seconds)
+ *   /links        one row per run and pipeline link s -> s+1: the link
+ *                 probe's latency and bandwidth (stages/linkprobe.h)
  * Root attributes: format, format_version, created, creator.
  *
  * The file is opened, appended to and closed for each row, so a run killed
@@ -26,7 +28,7 @@
 #include "report.h"
 
 #define BT_H5_FORMAT "baton-bench results"
-#define BT_H5_FORMAT_VERSION 1
+#define BT_H5_FORMAT_VERSION 2 /* 2: /links added */
 
 typedef struct bt_run_info {
     char start_time[32];
@@ -40,9 +42,21 @@ typedef struct bt_run_info {
     int32_t n_ranks;
 } bt_run_info_t;
 
+/* One link's probe, as stored in /links. */
+typedef struct bt_run_link {
+    int32_t from_rank, to_rank;
+    char from_host[64], to_host[64];
+    double latency_us;     /* one way */
+    double bandwidth_MBps; /* 1e6 bytes/s */
+    int64_t lat_bytes, bw_bytes;
+    int32_t lat_round_trips, bw_round_trips;
+} bt_run_link_t;
+
 /* Creates path (or checks an existing one has this layout) and appends the
- * run's provenance row; *run_id identifies it in later rows. */
-bt_status_t bt_h5_begin_run(const char *path, const bt_run_info_t *run, int64_t *run_id);
+ * run's provenance row and its n_links link rows (links may be NULL when
+ * n_links is 0); *run_id identifies the run in later rows. */
+bt_status_t bt_h5_begin_run(const char *path, const bt_run_info_t *run,
+                            const bt_run_link_t *links, int n_links, int64_t *run_id);
 
 /* Appends one test's row, its samples and its per-rank stage times. */
 bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t *row,

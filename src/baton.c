@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "args.h"
+#include "kv_cache.h"
 #include "sampler.h"
 #include "stages/partition.h"
 #include "stages/schedule.h"
@@ -39,8 +40,10 @@ typedef struct options {
     int print_ids;
     const char *dump_logits;
     const char *trace;
-    int ref_kernels, verbose, help;
+    const bt_ops_t *ops; /* --kernels */
+    int verbose, help;
     int mmap;            /* 1: map the weights (default); 0: read them into memory */
+    int kv_type;         /* --kv-type: BT_TYPE_F32 (default) or BT_TYPE_F16 */
 } options_t;
 
 static void usage(FILE *f)
@@ -73,7 +76,10 @@ static void usage(FILE *f)
             "  -t, --threads N           OpenMP threads per rank (default: cores / ranks per node)\n"
             "      --dump-logits FILE    raw little-endian f32 rows of n_vocab per position\n"
             "      --trace FILE.json     Chrome trace of every rank's micro-batches (Perfetto)\n"
-            "      --kernels cpu|ref     fast kernels (default) or the scalar reference\n"
+            "      --kernels cpu|exact|ref  cpu: fast, 8-bit activations for the quantized\n"
+            "                            formats as llama.cpp (default); exact: fast, f32\n"
+            "                            activations; ref: the scalar reference (slow)\n"
+            "      --kv-type f32|f16     KV cache elements (default f32; f16 halves its memory)\n"
             "      --mmap 0|1            1: map the weights from the file (default); 0: read\n"
             "                            this rank's weights into memory (--no-mmap)\n"
             "  -v, --verbose             more logging\n"
@@ -83,7 +89,7 @@ static void usage(FILE *f)
 enum {
     OPT_TOKENS = 256, OPT_DUMP, OPT_REF, OPT_UB, OPT_PIPELINE, OPT_TS, OPT_TRACE, OPT_CHAT,
     OPT_SYS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_PENALTY, OPT_LASTN, OPT_IDS,
-    OPT_KERNELS, OPT_MMAP, OPT_NO_MMAP,
+    OPT_KERNELS, OPT_MMAP, OPT_NO_MMAP, OPT_KV_TYPE,
 };
 
 /* llama.cpp's multi-letter single-dash flags, rewritten for getopt_long. */
@@ -142,11 +148,12 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         {"kernels", required_argument, 0, OPT_KERNELS},
         {"mmap", required_argument, 0, OPT_MMAP},
         {"no-mmap", no_argument, 0, OPT_NO_MMAP},
+        {"kv-type", required_argument, 0, OPT_KV_TYPE},
         {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    *o = (options_t){.n_predict = -1, .batch = 2048, .ubatch = 512, .pipeline = 1,
+    *o = (options_t){.ops = &bt_ops_cpu, .n_predict = -1, .batch = 2048, .ubatch = 512, .pipeline = 1,
                      .threads = default_threads, .sampling = bt_sampler_defaults(),
                      .mmap = 1};
     normalize_argv(argc, argv);
@@ -189,16 +196,23 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         case 't': st = bt_parse_int("--threads", optarg, 1, 1024, &o->threads); break;
         case OPT_DUMP: o->dump_logits = optarg; break;
         case OPT_TRACE: o->trace = optarg; break;
-        case OPT_REF: o->ref_kernels = 1; break;
+        case OPT_REF: o->ops = &bt_ops_ref; break;
         case OPT_KERNELS:
-            if (strcmp(optarg, "ref") && strcmp(optarg, "cpu")) {
-                bt_log_error("--kernels: '%s' is not one of cpu, ref", optarg);
+            o->ops = bt_ops_by_name(optarg);
+            if (o->ops == NULL) {
+                bt_log_error("--kernels: '%s' is not one of cpu, exact, ref", optarg);
                 st = BT_ERR_ARG;
             }
-            o->ref_kernels = strcmp(optarg, "ref") == 0;
             break;
         case OPT_MMAP: st = bt_parse_int("--mmap", optarg, 0, 1, &o->mmap); break;
         case OPT_NO_MMAP: o->mmap = 0; break;
+        case OPT_KV_TYPE:
+            o->kv_type = bt_kv_type_parse(optarg);
+            if (o->kv_type < 0) {
+                bt_log_error("--kv-type: '%s' is not one of f32, f16", optarg);
+                st = BT_ERR_ARG;
+            }
+            break;
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; return BT_OK;
         case ':':
@@ -266,6 +280,7 @@ typedef struct run_state {
     bool text;          /* stream text (else print ids at the end) */
     bool stop_at_eog;
     bool ended_on_eog;
+    bool gen_failed;    /* the generated ids could not be kept (no memory) */
     /* timings */
     double t_prompt, t_gen;
     int n_prompt_tok, n_decode;
@@ -296,8 +311,10 @@ static bool on_token(void *arg, int32_t id)
     if (r->n_gen == r->cap_gen) {
         int cap = r->cap_gen ? 2 * r->cap_gen : 256;
         int32_t *g = realloc(r->gen, sizeof *g * (size_t)cap);
-        if (g == NULL)
+        if (g == NULL) { /* stop here; turn() reports it */
+            r->gen_failed = true;
             return false;
+        }
         r->gen = g, r->cap_gen = cap;
     }
     r->gen[r->n_gen++] = id;
@@ -347,6 +364,10 @@ static bt_status_t turn(run_state_t *r, const int32_t *ids, int n, int n_limit)
     int steps = 0;
     if (st == BT_OK && n_limit > 0)
         st = bt_pipe_generate(p, first, r->pos, n_limit, on_token, write_rows, r, &steps);
+    if (st == BT_OK && r->gen_failed) {
+        bt_log_error("cannot keep more than %d generated tokens: out of memory", r->n_gen);
+        st = BT_ERR_NOMEM;
+    }
     r->pos += steps;
     r->t_prompt += t1 - t0;
     r->t_gen += bt_now() - t1;
@@ -533,7 +554,7 @@ static void print_results(const run_state_t *r)
                 gt > 0 ? 1e3 * r->n_decode / gt : 0.0);
     bt_log_info("%d rank%s x %d threads, -ub %d, pipeline %d, %s kernels", r->pipe.n_stages,
                 r->pipe.n_stages > 1 ? "s" : "", o->threads, o->ubatch, o->pipeline,
-                o->ref_kernels ? "reference" : "cpu");
+                o->ops->name);
 }
 
 /* Checks every rank makes alike (so they fail together), then the run. */
@@ -604,10 +625,11 @@ static int run(const options_t *o, MPI_Comm comm)
         .n_ctx = n_ctx,
         .max_tok = ubatch,
         .n_threads = o->threads,
-        .ops = o->ref_kernels ? &bt_ops_ref : &bt_ops_cpu,
+        .ops = o->ops,
         .all_logits = o->dump_logits != NULL,
         .trace_events = o->trace || o->verbose ? 1 << 16 : 0,
         .no_mmap = !o->mmap,
+        .kv_type = (uint32_t)o->kv_type,
     };
     if (bt_pipe_init(&r.pipe, comm, &cfg) != BT_OK)
         return 1;

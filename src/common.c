@@ -1,16 +1,22 @@
-/* common.c: status names, logging and the clock. */
+/* common.c: status names, logging and the clock.
+ *
+ * The log settings are process-wide atomics (set once by a program's main,
+ * read by any thread). Capturing belongs to the thread that turned it on:
+ * each thread has its own buffer, so threads that each run a model (one
+ * bt_forward_t per thread) never mix or lose each other's messages. */
 #include "common.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-static int log_rank = -1;
-static bt_log_level_t log_level = BT_LOG_INFO;
-static int capturing;
-static char captured[4096];
-static size_t captured_len;
+static atomic_int log_rank = -1;
+static atomic_int log_level = BT_LOG_INFO;
+static _Thread_local int capturing;
+static _Thread_local char captured[4096];
+static _Thread_local size_t captured_len;
 
 const char *bt_status_str(bt_status_t st)
 {
@@ -26,13 +32,13 @@ const char *bt_status_str(bt_status_t st)
     return "unknown status";
 }
 
-void bt_log_set_rank(int rank) { log_rank = rank; }
-void bt_log_set_level(bt_log_level_t level) { log_level = level; }
-bt_log_level_t bt_log_get_level(void) { return log_level; }
+void bt_log_set_rank(int rank) { atomic_store(&log_rank, rank); }
+void bt_log_set_level(bt_log_level_t level) { atomic_store(&log_level, (int)level); }
+bt_log_level_t bt_log_get_level(void) { return (bt_log_level_t)atomic_load(&log_level); }
 
 void bt_log(bt_log_level_t level, const char *fmt, ...)
 {
-    if (level > log_level)
+    if ((int)level > atomic_load(&log_level))
         return;
     static const char *const names[] = {"error", "warning", "info", "debug"};
     char msg[1024];
@@ -41,8 +47,9 @@ void bt_log(bt_log_level_t level, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     char line[1100];
-    if (log_rank >= 0)
-        snprintf(line, sizeof line, "[rank %d] %s: %s\n", log_rank, names[level], msg);
+    const int rank = atomic_load(&log_rank);
+    if (rank >= 0)
+        snprintf(line, sizeof line, "[rank %d] %s: %s\n", rank, names[level], msg);
     else
         snprintf(line, sizeof line, "%s: %s\n", names[level], msg);
     if (capturing && level <= BT_LOG_WARN) {

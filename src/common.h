@@ -36,7 +36,8 @@ typedef enum bt_log_level {
     BT_LOG_DEBUG = 3,
 } bt_log_level_t;
 
-/* Sets the rank printed in the prefix (-1, the default, prints no rank). */
+/* Sets the rank printed in the prefix (-1, the default, prints no rank).
+ * The rank and the level are process-wide; any thread may read or set them. */
 void bt_log_set_rank(int rank);
 /* Messages above this level are dropped (default BT_LOG_INFO). */
 void bt_log_set_level(bt_log_level_t level);
@@ -49,7 +50,8 @@ void bt_log(bt_log_level_t level, const char *fmt, ...)
 
 /* Capturing: while on, errors and warnings are kept instead of printed, so
  * ranks that fail alike can agree on one rank to report them. flush prints
- * (print = true) or drops what was kept. */
+ * (print = true) or drops what was kept. Both act on the calling thread's
+ * own buffer: another thread's messages are neither kept nor flushed. */
 void bt_log_capture(int on);
 void bt_log_flush_captured(int print);
 

@@ -10,20 +10,21 @@ static size_t scratch_per_thread(const bt_model_t *m, int n_ctx)
     return bt_scratch_floats(n_in, n_ctx);
 }
 
-size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int max_tok, int n_threads)
+size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int max_tok, int n_threads,
+                        uint32_t kv_type)
 {
     const bt_hparams_t *hp = &m->hp;
     size_t q_dim = (size_t)hp->n_head * hp->head_dim;
     size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
     size_t act = (size_t)max_tok *
-                 (2 * (size_t)hp->n_embd + 2 * q_dim + kv_dim + 2 * (size_t)hp->n_ff);
+                 (2 * (size_t)hp->n_embd + 2 * q_dim + 2 * kv_dim + 2 * (size_t)hp->n_ff);
     size_t scratch = (size_t)n_threads * scratch_per_thread(m, n_ctx);
     return (act + scratch) * sizeof(float) +
-           bt_kv_cache_bytes(m->last - m->first, n_ctx, hp->n_head_kv * hp->head_dim);
+           bt_kv_cache_bytes(m->last - m->first, n_ctx, hp->n_head_kv * hp->head_dim, kv_type);
 }
 
 bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx, int max_tok,
-                            int n_threads, bt_forward_t **out)
+                            int n_threads, uint32_t kv_type, bt_forward_t **out)
 {
     const bt_hparams_t *hp = &m->hp;
     if (n_ctx < 1 || max_tok < 1 || n_threads < 1) {
@@ -31,10 +32,15 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
                      max_tok, n_threads);
         return BT_ERR_ARG;
     }
+    if (kv_type != BT_TYPE_F32 && kv_type != BT_TYPE_F16) {
+        bt_log_error("forward: KV cache type %u is not f32 or f16", (unsigned)kv_type);
+        return BT_ERR_ARG;
+    }
     char what[96];
     snprintf(what, sizeof what, "the KV cache and buffers (%d positions, micro-batch %d)", n_ctx,
              max_tok);
-    bt_status_t st = bt_mem_check(what, bt_forward_bytes(m, n_ctx, max_tok, n_threads));
+    bt_status_t st =
+        bt_mem_check(what, bt_forward_bytes(m, n_ctx, max_tok, n_threads, kv_type));
     if (st != BT_OK)
         return st;
     bt_forward_t *f = calloc(1, sizeof *f);
@@ -44,8 +50,8 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
     f->ops = ops;
     f->n_ctx = n_ctx;
     f->max_tok = max_tok;
-    st = bt_kv_cache_init(&f->kv, m->last - m->first, n_ctx,
-                                      hp->n_head_kv * hp->head_dim);
+    st = bt_kv_cache_init(&f->kv, m->last - m->first, n_ctx, hp->n_head_kv * hp->head_dim,
+                          kv_type);
     if (st != BT_OK)
         goto fail_kv;
     const size_t q_dim = (size_t)hp->n_head * hp->head_dim;
@@ -56,13 +62,14 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
     f->xn = malloc(mt * hp->n_embd * sizeof(float));
     f->q = malloc(mt * q_dim * sizeof(float));
     f->k = malloc(mt * (size_t)f->kv.kv_dim * sizeof(float));
+    f->v = malloc(mt * (size_t)f->kv.kv_dim * sizeof(float));
     f->att = malloc(mt * q_dim * sizeof(float));
     f->o = malloc(mt * hp->n_embd * sizeof(float));
     f->gate = malloc(mt * hp->n_ff * sizeof(float));
     f->up = malloc(mt * hp->n_ff * sizeof(float));
-    if (!f->scratch.buf || !f->xn || !f->q || !f->k || !f->att || !f->o || !f->gate || !f->up) {
+    if (!f->scratch.buf || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->o || !f->gate || !f->up) {
         bt_log_error("forward: cannot allocate %zu bytes of activations for %d tokens",
-                     bt_forward_bytes(m, n_ctx, max_tok, n_threads), max_tok);
+                     bt_forward_bytes(m, n_ctx, max_tok, n_threads, kv_type), max_tok);
         st = BT_ERR_NOMEM;
         goto fail_buffers;
     }
@@ -85,6 +92,7 @@ void bt_forward_free(bt_forward_t *f)
     free(f->gate);
     free(f->o);
     free(f->att);
+    free(f->v);
     free(f->k);
     free(f->q);
     free(f->xn);
@@ -123,22 +131,19 @@ static void layer(bt_forward_t *f, int il, float *x, int n_tok, int pos0)
     const bt_ops_t *ops = f->ops;
     const bt_scratch_t *s = &f->scratch;
     const int n_embd = hp->n_embd;
-    const int kv_dim = f->kv.kv_dim, k_stride = f->kv.k_stride;
-    float *k = bt_kv_cache_k(&f->kv, il); /* [kv_dim, k_stride] */
-    float *v = bt_kv_cache_v(&f->kv, il); /* [n_ctx, kv_dim] */
 
     /* attention */
     bt_rmsnorm_f32(f->xn, x, l->attn_norm, n_tok, n_embd, hp->rms_eps);
     ops->matmul(f->q, &l->wq, f->xn, n_tok, s);
     ops->matmul(f->k, &l->wk, f->xn, n_tok, s);
-    ops->matmul(v + (size_t)pos0 * kv_dim, &l->wv, f->xn, n_tok, s);
+    ops->matmul(f->v, &l->wv, f->xn, n_tok, s);
     bt_rope_norm_f32(f->q, n_tok, pos0, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_base);
     bt_rope_norm_f32(f->k, n_tok, pos0, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_base);
-    for (int t = 0; t < n_tok; t++) /* into the transposed cache */
-        for (int c = 0; c < kv_dim; c++)
-            k[(size_t)c * k_stride + pos0 + t] = f->k[(size_t)t * kv_dim + c];
-    ops->attention(f->att, f->q, k, v, n_tok, pos0, hp->n_head, hp->n_head_kv, hp->head_dim,
-                   k_stride, s);
+    bt_kv_cache_put_k(&f->kv, il, f->k, n_tok, pos0);
+    bt_kv_cache_put_v(&f->kv, il, f->v, n_tok, pos0);
+    ops->attention(f->att, f->q, bt_kv_cache_k(&f->kv, il), bt_kv_cache_v(&f->kv, il),
+                   f->kv.type, n_tok, pos0, hp->n_head, hp->n_head_kv, hp->head_dim,
+                   f->kv.k_stride, s);
     ops->matmul(f->o, &l->wo, f->att, n_tok, s);
     bt_add_f32(x, f->o, (int64_t)n_tok * n_embd);
 

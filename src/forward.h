@@ -33,6 +33,7 @@ typedef struct bt_forward {
     float *xn;   /* [max_tok, n_embd] normed input of a sub-block */
     float *q;    /* [max_tok, n_head * head_dim] */
     float *k;    /* [max_tok, n_head_kv * head_dim] this batch's keys, before the cache */
+    float *v;    /* [max_tok, n_head_kv * head_dim] this batch's values, before the cache */
     float *att;  /* [max_tok, n_head * head_dim] attention output */
     float *o;    /* [max_tok, n_embd] projection output before the residual */
     float *gate; /* [max_tok, n_ff] */
@@ -42,12 +43,14 @@ typedef struct bt_forward {
 } bt_forward_t;
 
 /* Bytes of activations, cache and scratch bt_forward_init would allocate. */
-size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int max_tok, int n_threads);
+size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int max_tok, int n_threads,
+                        uint32_t kv_type);
 
 /* Allocates buffers for micro-batches of up to max_tok tokens and a cache
- * of n_ctx positions. The model must outlive the forward. */
+ * of n_ctx positions holding BT_TYPE_F32 or BT_TYPE_F16 elements. The model
+ * must outlive the forward. */
 bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx, int max_tok,
-                            int n_threads, bt_forward_t **out);
+                            int n_threads, uint32_t kv_type, bt_forward_t **out);
 void bt_forward_free(bt_forward_t *f);
 
 /* Installs fn(arg) to run after each layer (NULL to remove). */

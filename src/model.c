@@ -167,7 +167,7 @@ static bt_status_t bind_matrix(bt_model_t *m, const char *name, int64_t n_in, in
     }
     uint64_t row_bytes;
     bt_type_row_bytes(t->type, (uint64_t)n_in, &row_bytes); /* validated by gguf */
-    *out = (bt_matrix_t){t->data, t->type, n_in, n_out, row_bytes};
+    *out = (bt_matrix_t){t->data, t->type, n_in, n_out, row_bytes, NULL};
     m->weight_bytes += t->n_bytes;
     return BT_OK;
 }
@@ -397,10 +397,76 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
     return BT_OK;
 }
 
+/* The bound matrices the ops multiply with (the head's, tied or not, but
+ * not the embedding's rows, which are looked up). */
+static int bound_matrices(bt_model_t *m, bt_matrix_t **out)
+{
+    int n = 0;
+    for (int i = 0; i < m->last - m->first; i++) {
+        bt_layer_t *l = &m->layers[i];
+        bt_matrix_t *all[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            out[n++] = all[k];
+    }
+    if (m->with_head)
+        out[n++] = &m->output;
+    return n;
+}
+
+uint64_t bt_model_pack_bytes(bt_model_t *m)
+{
+    bt_matrix_t **mats = malloc(sizeof *mats * (size_t)(7 * (m->last - m->first) + 1));
+    const int n = mats ? bound_matrices(m, mats) : 0;
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += (bt_pack_bytes(mats[i]) + 63) / 64 * 64;
+    free(mats);
+    return total;
+}
+
+bt_status_t bt_model_pack(bt_model_t *m)
+{
+    bt_matrix_t **mats = malloc(sizeof *mats * (size_t)(7 * (m->last - m->first) + 1));
+    if (mats == NULL)
+        return BT_ERR_NOMEM;
+    const int n = bound_matrices(m, mats);
+    const uint64_t total = bt_model_pack_bytes(m);
+    bt_status_t st = total ? bt_mem_check("packing the quantized weights", total) : BT_OK;
+    for (int i = 0; i < n && st == BT_OK; i++) {
+        const size_t bytes = (bt_pack_bytes(mats[i]) + 63) / 64 * 64;
+        if (bytes == 0)
+            continue;
+        void *p = aligned_alloc(64, bytes);
+        if (p == NULL) {
+            bt_log_error("model: %s: cannot allocate %zu bytes to pack the weights into",
+                         m->gguf->path, bytes);
+            st = BT_ERR_NOMEM;
+            break;
+        }
+        bt_pack(mats[i], p);
+        mats[i]->packed = p;
+        m->packed_bytes += bytes;
+        char *lo;
+        size_t len;
+        page_range(mats[i]->data, mats[i]->row_bytes * (size_t)mats[i]->n_out, &lo, &len);
+        if (m->weights_copy == NULL && len > 0) /* mapped: the file's pages are not needed now */
+            madvise(lo, len, MADV_DONTNEED);
+    }
+    free(mats);
+    return st;
+}
+
 void bt_model_free(bt_model_t *m)
 {
     if (m == NULL)
         return;
+    if (m->layers != NULL) {
+        bt_matrix_t **mats = malloc(sizeof *mats * (size_t)(7 * (m->last - m->first) + 1));
+        const int n = mats ? bound_matrices(m, mats) : 0;
+        for (int i = 0; i < n; i++)
+            free((void *)mats[i]->packed);
+        free(mats);
+    }
     free(m->weights_copy);
     free(m->layers);
     bt_gguf_close(m->gguf);

@@ -58,6 +58,7 @@ typedef struct bt_model {
     bt_layer_t *layers;      /* last - first entries; layers[i] is layer first + i */
     uint64_t weight_bytes;   /* bytes of the tensors bound (each counted once) */
     void *weights_copy;      /* bound weights read into memory (--mmap 0), else NULL */
+    uint64_t packed_bytes;   /* bytes of the packed copies (bt_model_pack) */
     uint32_t file_type;      /* general.file_type, or the type of most weights */
 } bt_model_t;
 
@@ -75,6 +76,16 @@ bt_status_t bt_model_bind(bt_model_t *m, int first, int last, bool with_embed, b
  * offers them) and the mapped pages dropped, so the weights no longer
  * depend on the page cache. Call once after bt_model_bind. */
 bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap);
+
+/* Gives every bound matrix that bt_ops_cpu has a packed layout for its
+ * packed copy (w->packed; freed by bt_model_free): the same results,
+ * faster. Mapped weights: the packed matrices' file pages are dropped, so
+ * the copy replaces them in memory; read-in weights (--mmap 0) stay, so
+ * packing adds their size. Call once, after bt_model_place_weights. */
+bt_status_t bt_model_pack(bt_model_t *m);
+
+/* The bytes bt_model_pack would allocate (0 if it would pack nothing). */
+uint64_t bt_model_pack_bytes(bt_model_t *m);
 
 /* bt_model_open + bt_model_bind. */
 bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed, bool with_head,

@@ -24,7 +24,7 @@ bt_status_t bt_synth_shape(const char *name, bt_synth_shape_t *out)
             *out = shapes[i];
             return BT_OK;
         }
-    bt_log_error("mkmodel: unknown shape '%s' (known: %s)", name, bt_synth_shape_names());
+    bt_log_error("unknown model shape '%s' (known: %s)", name, bt_synth_shape_names());
     return BT_ERR_ARG;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# baton-bench end to end: bad flags, HDF5 results with 1 and 2 ranks read
-# back by check_results (append keeps old rows), the json/jsonl/csv
-# outputs, a foreign or unwritable HDF5 file, and a rank killed mid-run.
+# baton-bench end to end: HDF5 results with 1 and 2 ranks read back by
+# check_results (append keeps old rows), the kernel benchmark's report and
+# the json/jsonl/csv outputs. (Bad flags and unwritable or foreign HDF5
+# files: tests/bad_input.sh; a rank killed mid-run: tests/rank_death.sh.)
 set -u
 bin=${BT_BUILDDIR:-$(pwd)}
 launcher=${MPIEXEC:-$(command -v mpirun || true)}
@@ -16,35 +17,9 @@ fail=0
 ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
 bad() { fail=$((fail + 1)); echo "not ok - $1"; }
 
-fails() { # NAME REGEX CMD...: non-zero (not a timeout) and the message
-    local name=$1 re=$2
-    shift 2
-    timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ]; then bad "$name: exit $rc"; cat "$tmp/err"; return; fi
-    if ! grep -qE -- "$re" "$tmp/err"; then bad "$name: no /$re/"; cat "$tmp/err"; return; fi
-    ok "$name"
-}
-
 m="$tmp/tiny.gguf"
 "$bin/baton-mkmodel" --shape tiny --n-layer 4 -o "$m" >/dev/null 2>&1
 b="$bin/baton-bench"
-
-# ---- bad input ----
-fails "no model" "no model given" "$b" -p 8
-fails "missing model file" "nope.gguf" "$b" -m "$tmp/nope.gguf" -p 8 -n 0 -r 1
-fails "unknown flag" "unknown option '--bogus'" "$b" -m "$m" --bogus
-fails "-r 0" "-r: 0 is out of range" "$b" -m "$m" -r 0
-fails "-ub 0" "-ub: 0 is out of range" "$b" -m "$m" -ub 0
-fails "negative -p" "-p: -4 is out of range" "$b" -m "$m" -p -4
-fails "non-numeric -n" "-n: 'x' is not an integer" "$b" -m "$m" -n x
-fails "bad range" "-t: '4-1' is not a valid range" "$b" -m "$m" -t 4-1
-fails "bad -o" "-o: 'xml'" "$b" -m "$m" -o xml
-fails "missing value" "needs a value" "$b" -m "$m" -p
-echo "not hdf5" >"$tmp/text.h5"
-fails "not an HDF5 file" "text.h5 exists but is not an HDF5 file" "$b" -m "$m" -p 8 -n 0 -r 1 \
-    --hdf5 "$tmp/text.h5"
-fails "unwritable HDF5 path" "nodir/r.h5" "$b" -m "$m" -p 8 -n 0 -r 1 --hdf5 "$tmp/nodir/r.h5"
 
 # ---- the kernel benchmark: report format, restriction flags, bad names ----
 if timeout 120 "$b" --kernels --kernel-shapes tiny --kernel-types q8_0,q4_k -t 1,2 -r 1 \
@@ -64,26 +39,24 @@ head = ("| kernel | type | shape | tokens | threads | GFLOP/s | GB/s | % FMA pea
 assert head in text, "table header"
 rows = [l.split("|")[1:-1] for l in text.splitlines() if l.startswith("| gemv") or
         l.startswith("| gemm")]
-# q8_0: 5 GEMV matrices (with the head) and 4 GEMM matrices x 1 token count, x 2 thread counts
-assert len(rows) == 18, len(rows)
+# q8_0: 5 GEMV matrices (with the head) and 4 GEMM matrices x 1 token count, x 2 thread
+# counts; again as "exact" for the n_in 64 ones (4 GEMV, 3 GEMM), where cpu's 8-bit
+# activations differ from it (ffn_down's 160 is 5 blocks, not whole block pairs)
+assert len(rows) == 32, len(rows)
 for r in rows:
     r = [c.strip() for c in r]
     assert len(r) == 11 and r[1] == "q8_0", r
-    assert r[3] == ("1" if r[0] == "gemv" else "4") and r[4] in ("1", "2"), r
-    assert all(float(r[i]) > 0 for i in (5, 6, 7, 8)), r
+    assert r[0] in ("gemv", "gemm", "gemv exact", "gemm exact"), r
+    assert r[0].endswith("exact") <= (" 64->" in r[2]), r
+    assert r[3] == ("1" if r[0].startswith("gemv") else "4") and r[4] in ("1", "2"), r
+    # (a GEMM's % of read bandwidth can round to 0.0)
+    assert all(float(r[i]) > 0 for i in (5, 6, 7)) and float(r[8]) >= 0, r
     assert re.fullmatch(r"[0-9.]+-[0-9.]+", r[9]) and r[10] == "1", r
 assert "tiny output 64->256" in text and "tiny ffn_down 160->64" in text
 assert len(re.findall(r"^\| - \| q4_k \| tiny n_in (64|160) .*skipped", text, re.M)) == 2
 PY
 then ok "--kernels report: peaks, header, one row per matrix, tokens and threads"
 else bad "--kernels report"; cat "$tmp/k.md"; fi
-fails "--kernels unknown type" "--kernel-types: 'q3_x' is not a type" "$b" --kernels \
-    --kernel-types q3_x
-fails "--kernels unknown shape" "unknown shape 'huge'" "$b" --kernels --kernel-shapes huge
-fails "--kernels with -o json" "markdown table only" "$b" --kernels -o json
-fails "--kernels on 2 ranks" "run it with one rank" "$launcher" -np 2 "${mpi_flags[@]}" "$b" \
-    --kernels --kernel-shapes tiny
-
 # ---- results: 1 rank, then 2 ranks appended ----
 h5="$tmp/r.h5"
 if mpi 1 "$b" -m "$m" -p 32 -n 8 -r 2 -t 1 --hdf5 "$h5" >"$tmp/md1" 2>"$tmp/err"; then
@@ -102,18 +75,12 @@ grep -q '| 2/2 | 1 |' "$tmp/md2" && ok "2-rank split and pipeline columns" ||
     { bad "2-rank columns"; cat "$tmp/md2"; }
 "$bin/tests/check_results" "$h5" 2 6 4 "$tmp/before.h5" >"$tmp/chk" 2>&1 &&
     ok "appended file reads back, old rows unchanged" || { bad "appended file"; cat "$tmp/chk"; }
+# the link probe: -v prints every link s -> s+1 with its latency and bandwidth
+if mpi 3 "$b" -m "$m" -p 8 -n 0 -r 1 -t 1 -v >/dev/null 2>"$tmp/err" &&
+    [ "$(grep -cE 'link [01] -> [12] \(.*\): latency [0-9.]+ us, bandwidth [0-9.]+ MB/s' "$tmp/err")" -eq 2 ]
+then ok "-v prints the 2 links of 3 ranks"; else bad "-v link probe lines"; cat "$tmp/err"; fi
 if command -v h5dump >/dev/null; then
     h5dump -H "$h5" >/dev/null 2>&1 && ok "h5dump reads the file" || bad "h5dump"
-fi
-
-# a valid HDF5 file of another layout is refused and left alone
-if command -v h5copy >/dev/null; then
-    h5copy -i "$h5" -o "$tmp/foreign.h5" -s /samples -d /other >/dev/null 2>&1
-    sum=$(md5sum <"$tmp/foreign.h5")
-    fails "foreign HDF5 layout" "foreign.h5 is not a baton-bench results file" "$b" -m "$m" \
-        -p 8 -n 0 -r 1 --hdf5 "$tmp/foreign.h5"
-    [ "$sum" = "$(md5sum <"$tmp/foreign.h5")" ] && ok "foreign file untouched" ||
-        bad "foreign file changed"
 fi
 
 # ---- machine-readable outputs ----
@@ -138,44 +105,6 @@ c = list(csv.DictReader(open(sys.argv[3])))
 assert len(c) == 1 and c[0]["n_prompt"] == "16" and json.loads(c[0]["samples_ns"])
 PY
 then ok "json, jsonl and csv parse and hold the samples"; else bad "json/jsonl/csv"; fi
-
-# ---- a rank killed mid-run: the job ends and finished rows survive ----
-kh5="$tmp/kill.h5"
-start=$SECONDS
-"$launcher" -np 2 "${mpi_flags[@]}" "$b" -m "$m" -p 64 -n 0 -r 40 -t 1 -ub 4,8,16,32 \
-    --hdf5 "$kh5" >/dev/null 2>"$tmp/kerr" &
-job=$!
-rows=0
-for _ in $(seq 1 600); do # wait for the first finished row
-    rows=$(h5ls "$kh5/results" 2>/dev/null | sed -n 's/.*{\([0-9]*\)\/.*/\1/p')
-    [ "${rows:-0}" -ge 1 ] && break
-    sleep 0.1
-done
-victim=$(pgrep -f -- "--hdf5 $kh5" | grep -v "^$job\$" | tail -n 1)
-if [ "${rows:-0}" -ge 1 ] && [ -n "$victim" ]; then
-    killed_at=$SECONDS
-    kill -9 "$victim"
-    for _ in $(seq 1 150); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$job" 2>/dev/null; then
-        bad "job still running 15 s after SIGKILL"; kill -9 "$job"
-    else
-        wait "$job"; rc=$?
-        took=$((SECONDS - killed_at))
-        if [ "$rc" -ne 0 ] && [ "$took" -le 10 ]; then ok "SIGKILL of one rank: job exit $rc in ${took} s"
-        else bad "after SIGKILL: exit $rc in ${took} s"; fi
-    fi
-    n=$(h5ls "$kh5/results" 2>/dev/null | sed -n 's/.*{\([0-9]*\)\/.*/\1/p')
-    if [ "${n:-0}" -ge 1 ] && h5dump "$kh5" >/dev/null 2>&1 &&
-        "$bin/tests/check_results" "$kh5" 1 "$n" 4 >"$tmp/chk" 2>&1; then
-        ok "killed run's file keeps its $n finished row(s)"
-    else
-        bad "killed run's file"; cat "$tmp/chk"
-    fi
-else
-    bad "kill test: no row appeared (rows=${rows:-0}) or no rank to kill"; kill -9 "$job" 2>/dev/null
-    cat "$tmp/kerr"
-fi
-echo "took $((SECONDS - start)) s for the kill test"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -123,6 +123,8 @@ START_TEST(test_bad_flags)
         "-m a.gguf --pipeline 2", "-m a.gguf -o xml",   "-m a.gguf --bogus",
         "-m a.gguf -pg 64",    "-m a.gguf -ts 1/x",     "-m a.gguf --delay -1",
         "-m a.gguf -r",        "-m a.gguf extra",
+        "-m a.gguf -p 0 -n 0", /* no test at all */
+        "-m a.gguf -ub 64,128 -b 32", /* every -ub above every -b */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         bt_bench_params_t p;

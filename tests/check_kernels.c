@@ -3,7 +3,7 @@
  *   types:       f16/bf16 conversions (all 65536 patterns; round to nearest
  *                even against an independent oracle), Q8_0 error bounds, the
  *                type table, row sizes
- *   matmul:      bt_ops_cpu vs bt_ops_ref vs double for every supported type,
+ *   matmul:      bt_ops_exact vs bt_ops_ref vs double for every supported type,
  *                awkward shapes, 1-3 threads, padded rows
  *   attention:   cpu vs ref vs softmax(q.k/sqrt(d)) v in double; GQA, odd
  *                head_dim, pos0 > 0, causality, 1-3 threads
@@ -574,7 +574,7 @@ static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint6
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(n_in, 1, nth);
         memset(out_cpu, 0xff, n_o * sizeof(float)); /* nan: every element must be written */
-        bt_ops_cpu.matmul(out_cpu, &w.m, x, n_tok, &s);
+        bt_ops_exact.matmul(out_cpu, &w.m, x, n_tok, &s);
         char what[64];
         snprintf(what, sizeof what, "threads %d pad %llu", nth, (unsigned long long)pad);
         mm_compare(out_cpu, out_ref, &w, x, n_tok, what);
@@ -647,11 +647,11 @@ static void matmul_invariance(uint32_t type, int64_t n_in)
     float *part = xmalloc((size_t)(NT * n_out) * sizeof(float));
     fill(x, (size_t)(NT * n_in), &r, -2.0f, 2.0f);
     bt_scratch_t s1 = scratch_make(n_in, 1, 1);
-    bt_ops_cpu.matmul(full, &w.m, x, NT, &s1);
+    bt_ops_exact.matmul(full, &w.m, x, NT, &s1);
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(n_in, 1, nth);
         memset(part, 0xff, (size_t)(NT * n_out) * sizeof(float));
-        bt_ops_cpu.matmul(part, &w.m, x, NT, &s);
+        bt_ops_exact.matmul(part, &w.m, x, NT, &s);
         CHECK_MSG(memcmp(part, full, (size_t)(NT * n_out) * sizeof(float)) == 0,
                   "%s: %d threads differ from 1", bt_type_info(type)->name, nth);
         for (size_t p = 0; p < sizeof splits / sizeof splits[0]; p++) {
@@ -659,7 +659,7 @@ static void matmul_invariance(uint32_t type, int64_t n_in)
             int idx = 0;
             for (int t = 0; t < NT;) {
                 int n = split_next(splits[p], &idx, NT - t);
-                bt_ops_cpu.matmul(part + (size_t)t * n_out, &w.m, x + (size_t)t * n_in, n, &s);
+                bt_ops_exact.matmul(part + (size_t)t * n_out, &w.m, x + (size_t)t * n_in, n, &s);
                 t += n;
             }
             for (int t = 0; t < NT; t++)
@@ -687,25 +687,46 @@ START_TEST(test_matmul_batch_invariance)
 END_TEST
 
 /* Calls ops->attention with keys given as rows [n_ctx][n_kv * hd], as the
- * oracle reads them: transposes them into the kernel's [n_kv * hd][n_ctx]. */
+ * oracle reads them: transposes them into the kernel's [n_kv * hd][n_ctx],
+ * in f32 or, for kv_type BT_TYPE_F16, converted to f16 (exact for values
+ * that kv_round has rounded). */
 static void call_attention(const bt_ops_t *ops, float *out, const float *q, const float *k_rows,
-                           const float *v, int n_tok, int pos0, int n_head, int n_kv, int hd,
-                           int n_ctx, const bt_scratch_t *s)
+                           const float *v, uint32_t kv_type, int n_tok, int pos0, int n_head,
+                           int n_kv, int hd, int n_ctx, const bt_scratch_t *s)
 {
-    const size_t kvd = (size_t)n_kv * hd;
-    float *kt = xmalloc((size_t)n_ctx * kvd * sizeof(float));
+    const size_t kvd = (size_t)n_kv * hd, n = (size_t)n_ctx * kvd;
+    float *kt = xmalloc(n * sizeof(float));
     for (int j = 0; j < n_ctx; j++)
         for (size_t c = 0; c < kvd; c++)
             kt[c * (size_t)n_ctx + j] = k_rows[(size_t)j * kvd + c];
-    ops->attention(out, q, kt, v, n_tok, pos0, n_head, n_kv, hd, n_ctx, s);
+    if (kv_type == BT_TYPE_F16) {
+        uint16_t *kh = xmalloc(n * sizeof(uint16_t)), *vh = xmalloc(n * sizeof(uint16_t));
+        for (size_t i = 0; i < n; i++) {
+            kh[i] = bt_f32_to_f16(kt[i]);
+            vh[i] = bt_f32_to_f16(v[i]);
+        }
+        ops->attention(out, q, kh, vh, kv_type, n_tok, pos0, n_head, n_kv, hd, n_ctx, s);
+        free(vh);
+        free(kh);
+    } else {
+        ops->attention(out, q, kt, v, kv_type, n_tok, pos0, n_head, n_kv, hd, n_ctx, s);
+    }
     free(kt);
+}
+
+/* Rounds n values to f16 in place, so an f16 cache holds them exactly. */
+static void kv_round(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = bt_f16_to_f32(bt_f32_to_f16(x[i]));
 }
 
 START_TEST(test_attention_batch_invariance)
 {
     enum { NT = 13, POS0 = 4, NCTX = POS0 + NT };
     static const int dims[] = {20, 64};
-    const int n_head = 6, n_kv = 3, hd = dims[_i];
+    const int n_head = 6, n_kv = 3, hd = dims[_i % 2];
+    const uint32_t kv_type = _i < 2 ? BT_TYPE_F32 : BT_TYPE_F16;
     const size_t qd = (size_t)n_head * hd, kvd = (size_t)n_kv * hd;
     rng_t r = rng_make(400 + (uint64_t)hd);
     float *q = xmalloc(NT * qd * sizeof(float));
@@ -717,25 +738,26 @@ START_TEST(test_attention_batch_invariance)
     fill(k, NCTX * kvd, &r, -2.0f, 2.0f);
     fill(v, NCTX * kvd, &r, -1.0f, 1.0f);
     bt_scratch_t s1 = scratch_make(1, NCTX, 1);
-    call_attention(&bt_ops_cpu, full, q, k, v, NT, POS0, n_head, n_kv, hd, NCTX, &s1);
+    call_attention(&bt_ops_cpu, full, q, k, v, kv_type, NT, POS0, n_head, n_kv, hd, NCTX, &s1);
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(1, NCTX, nth);
         memset(part, 0xff, NT * qd * sizeof(float));
-        call_attention(&bt_ops_cpu, part, q, k, v, NT, POS0, n_head, n_kv, hd, NCTX, &s);
+        call_attention(&bt_ops_cpu, part, q, k, v, kv_type, NT, POS0, n_head, n_kv, hd, NCTX, &s);
         CHECK_MSG(memcmp(part, full, NT * qd * sizeof(float)) == 0,
-                  "head_dim %d: %d threads differ from 1", hd, nth);
+                  "head_dim %d kv %u: %d threads differ from 1", hd, (unsigned)kv_type, nth);
         for (size_t p = 0; p < sizeof splits / sizeof splits[0]; p++) {
             memset(part, 0xff, NT * qd * sizeof(float));
             int idx = 0;
             for (int t = 0; t < NT;) {
                 int n = split_next(splits[p], &idx, NT - t);
-                call_attention(&bt_ops_cpu, part + t * qd, q + t * qd, k, v, n, POS0 + t, n_head,
-                               n_kv, hd, NCTX, &s);
+                call_attention(&bt_ops_cpu, part + t * qd, q + t * qd, k, v, kv_type, n, POS0 + t,
+                               n_head, n_kv, hd, NCTX, &s);
                 t += n;
             }
             for (int t = 0; t < NT; t++)
                 CHECK_MSG(memcmp(part + t * qd, full + t * qd, qd * sizeof(float)) == 0,
-                          "head_dim %d: split %zu, %d threads: token %d differs", hd, p, nth, t);
+                          "head_dim %d kv %u: split %zu, %d threads: token %d differs", hd,
+                          (unsigned)kv_type, p, nth, t);
         }
         free(s.buf);
     }
@@ -798,8 +820,11 @@ static void attn_oracle(double *o, double *tol, const float *q, const float *k, 
     free(sc);
 }
 
-/* cpu and ref against the double oracle (each within tol, each other 2 tol). */
-static void attn_case(int n_head, int n_kv, int hd, int pos0, int n_tok, int n_ctx_extra, rng_t *r)
+/* cpu and ref against the double oracle (each within tol, each other 2
+ * tol); with an f16 cache the oracle reads the f16-rounded keys and values
+ * the kernels read. */
+static void attn_case(int n_head, int n_kv, int hd, int pos0, int n_tok, int n_ctx_extra,
+                      uint32_t kv_type, rng_t *r)
 {
     const int n_ctx = pos0 + n_tok + n_ctx_extra;
     const size_t qd = (size_t)n_head * hd, kvd = (size_t)n_kv * hd;
@@ -813,17 +838,23 @@ static void attn_case(int n_head, int n_kv, int hd, int pos0, int n_tok, int n_c
     fill(q, (size_t)n_tok * qd, r, -2.0f, 2.0f);
     fill(k, (size_t)n_ctx * kvd, r, -2.0f, 2.0f);
     fill(v, (size_t)n_ctx * kvd, r, -1.0f, 1.0f);
+    if (kv_type == BT_TYPE_F16) {
+        kv_round(k, (size_t)n_ctx * kvd);
+        kv_round(v, (size_t)n_ctx * kvd);
+    }
     /* rows past the batch must never be read: nan there */
     const size_t used = (size_t)(pos0 + n_tok) * kvd;
     for (size_t i = used; i < (size_t)n_ctx * kvd; i++)
         k[i] = v[i] = NAN;
     bt_scratch_t s1 = scratch_make(1, pos0 + n_tok, 1);
     memset(out_ref, 0xff, (size_t)n_tok * qd * sizeof(float));
-    call_attention(&bt_ops_ref, out_ref, q, k, v, n_tok, pos0, n_head, n_kv, hd, n_ctx, &s1);
+    call_attention(&bt_ops_ref, out_ref, q, k, v, kv_type, n_tok, pos0, n_head, n_kv, hd, n_ctx,
+                   &s1);
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(1, pos0 + n_tok, nth);
         memset(out_cpu, 0xff, (size_t)n_tok * qd * sizeof(float));
-        call_attention(&bt_ops_cpu, out_cpu, q, k, v, n_tok, pos0, n_head, n_kv, hd, n_ctx, &s);
+        call_attention(&bt_ops_cpu, out_cpu, q, k, v, kv_type, n_tok, pos0, n_head, n_kv, hd, n_ctx,
+                       &s);
         for (int t = 0; t < n_tok; t++)
             for (int h = 0; h < n_head; h++) {
                 attn_oracle(o, tol, q, k, v, t, pos0, h, n_head, n_kv, hd);
@@ -832,9 +863,10 @@ static void attn_case(int n_head, int n_kv, int hd, int pos0, int n_tok, int n_c
                     double c = out_cpu[i], rf = out_ref[i];
                     CHECK_MSG(fabs(c - o[d]) <= tol[d] && fabs(rf - o[d]) <= tol[d] &&
                                   fabs(c - rf) <= 2 * tol[d],
-                              "heads %d/%d hd %d pos0 %d n_tok %d threads %d: t %d h %d "
+                              "heads %d/%d hd %d pos0 %d n_tok %d kv %u threads %d: t %d h %d "
                               "d %d: cpu %.9g ref %.9g exact %.9g (tol %.3g)",
-                              n_head, n_kv, hd, pos0, n_tok, nth, t, h, d, c, rf, o[d], tol[d]);
+                              n_head, n_kv, hd, pos0, n_tok, (unsigned)kv_type, nth, t, h, d, c,
+                              rf, o[d], tol[d]);
                 }
             }
         free(s.buf);
@@ -855,12 +887,14 @@ START_TEST(test_attention_vs_double)
     static const int dims[] = {12, 16, 20, 64};
     const int n_head = heads[_i][0], n_kv = heads[_i][1];
     rng_t r = rng_make(500 + (uint64_t)_i);
-    for (int d = 0; d < 4; d++) {
-        attn_case(n_head, n_kv, dims[d], 0, 1, 0, &r);
-        attn_case(n_head, n_kv, dims[d], 0, 5, 3, &r);
-        attn_case(n_head, n_kv, dims[d], 9, 1, 2, &r);
-        attn_case(n_head, n_kv, dims[d], 7, 4, 0, &r);
-    }
+    for (int d = 0; d < 4; d++)
+        for (uint32_t kv = BT_TYPE_F32; kv <= BT_TYPE_F16; kv++) {
+            attn_case(n_head, n_kv, dims[d], 0, 1, 0, kv, &r);
+            attn_case(n_head, n_kv, dims[d], 0, 5, 3, kv, &r);
+            attn_case(n_head, n_kv, dims[d], 9, 1, 2, kv, &r);
+            attn_case(n_head, n_kv, dims[d], 7, 4, 0, kv, &r);
+            attn_case(n_head, n_kv, dims[d], 37, 3, 5, kv, &r); /* key blocks with tails */
+        }
 }
 END_TEST
 
@@ -877,7 +911,7 @@ START_TEST(test_attention_edges)
     for (int opi = 0; opi < 2; opi++) {
         const bt_ops_t *ops = opi ? &bt_ops_cpu : &bt_ops_ref;
         bt_scratch_t s = scratch_make(1, 3, 1);
-        call_attention(ops, out, q, k, v, 1, 0, NH, NKV, HD, 3, &s); /* one key: weight 1 */
+        call_attention(ops, out, q, k, v, BT_TYPE_F32, 1, 0, NH, NKV, HD, 3, &s); /* one key: weight 1 */
         for (int h = 0; h < NH; h++)
             for (int d = 0; d < HD; d++)
                 CHECK_MSG(out[h * HD + d] == v[d], "%s: h %d d %d: %g != %g", ops->name, h, d,
@@ -885,7 +919,7 @@ START_TEST(test_attention_edges)
         /* key 1 = 100 * q: its weight ~1, out ~ v[1] */
         for (int d = 0; d < HD; d++)
             k[HD + d] = 100.0f * q[d];
-        call_attention(ops, out, q, k, v, 1, 1, 1, 1, HD, 3, &s);
+        call_attention(ops, out, q, k, v, BT_TYPE_F32, 1, 1, 1, 1, HD, 3, &s);
         for (int d = 0; d < HD; d++)
             CHECK_MSG(fabsf(out[d] - v[HD + d]) <= 1e-6f, "%s: saturated d %d: %g vs %g", ops->name,
                       d, (double)out[d], (double)v[HD + d]);
@@ -1094,7 +1128,7 @@ static Suite *kernels_suite(void)
     tc = tcase_create("invariance");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_matmul_batch_invariance, 0, n_types);
-    tcase_add_loop_test(tc, test_attention_batch_invariance, 0, 2);
+    tcase_add_loop_test(tc, test_attention_batch_invariance, 0, 4);
     suite_add_tcase(s, tc);
     tc = tcase_create("elementwise");
     tcase_add_test(tc, test_rmsnorm);

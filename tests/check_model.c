@@ -21,14 +21,16 @@
 
 static char *tmpdir;
 
-/* Prompt of n tokens then greedy decode of n_gen steps; logits of every
- * position go to rows [n + n_gen, n_vocab]; ids[0..n_gen] the greedy ids. */
-static void run_model(const bt_model_t *m, const bt_ops_t *ops, const int32_t *tokens, int n,
-                      int ubatch, int n_gen, int n_threads, float *rows, int32_t *ids)
+/* Prompt of n tokens then greedy decode of n_gen steps with a KV cache of
+ * kv_type; logits of every position go to rows [n + n_gen, n_vocab];
+ * ids[0..n_gen] the greedy ids. */
+static void run_model_kv(const bt_model_t *m, const bt_ops_t *ops, uint32_t kv_type,
+                         const int32_t *tokens, int n, int ubatch, int n_gen, int n_threads,
+                         float *rows, int32_t *ids)
 {
     const int n_vocab = m->hp.n_vocab, n_embd = m->hp.n_embd;
     bt_forward_t *f;
-    ck_assert_int_eq(bt_forward_init(m, ops, n + n_gen, ubatch, n_threads, &f), BT_OK);
+    ck_assert_int_eq(bt_forward_init(m, ops, n + n_gen, ubatch, n_threads, kv_type, &f), BT_OK);
     float *x = malloc((size_t)ubatch * n_embd * sizeof(float));
     for (int pos = 0; pos < n; pos += ubatch) {
         int nt = n - pos < ubatch ? n - pos : ubatch;
@@ -46,6 +48,12 @@ static void run_model(const bt_model_t *m, const bt_ops_t *ops, const int32_t *t
     }
     free(x);
     bt_forward_free(f);
+}
+
+static void run_model(const bt_model_t *m, const bt_ops_t *ops, const int32_t *tokens, int n,
+                      int ubatch, int n_gen, int n_threads, float *rows, int32_t *ids)
+{
+    run_model_kv(m, ops, BT_TYPE_F32, tokens, n, ubatch, n_gen, n_threads, rows, ids);
 }
 
 /* ---- golden ---- */
@@ -107,7 +115,10 @@ static char *write_synth(const char *name, const char *shape, uint32_t type, int
     return path;
 }
 
-static void invariance_check(uint32_t type)
+/* One batch vs micro-batches of 1, 3, 8 at 1 and 2 threads: bitwise equal
+ * logits and ids. An f16 cache also stays close to the f32 one (a loose
+ * bound: it rounds K and V to 11 bits). */
+static void invariance_check(uint32_t type, uint32_t kv_type)
 {
     const char *path = write_synth("inv.gguf", "tiny", type, 7);
     bt_model_t *m;
@@ -119,28 +130,53 @@ static void invariance_check(uint32_t type)
     size_t bytes = (size_t)(n + n_gen) * n_vocab * sizeof(float);
     float *whole = malloc(bytes), *split = malloc(bytes);
     int32_t ids_whole[5], ids_split[5];
-    run_model(m, &bt_ops_cpu, tokens, n, n, n_gen, 2, whole, ids_whole);
+    run_model_kv(m, &bt_ops_cpu, kv_type, tokens, n, n, n_gen, 2, whole, ids_whole);
     static const int ubs[] = {1, 3, 8};
     for (size_t i = 0; i < sizeof ubs / sizeof ubs[0]; i++) {
         for (int threads = 1; threads <= 2; threads++) {
             memset(split, 0, bytes);
-            run_model(m, &bt_ops_cpu, tokens, n, ubs[i], n_gen, threads, split, ids_split);
+            run_model_kv(m, &bt_ops_cpu, kv_type, tokens, n, ubs[i], n_gen, threads, split,
+                         ids_split);
             ck_assert_msg(memcmp(whole, split, bytes) == 0,
-                          "type %u: logits with micro-batch %d, %d threads differ from one batch",
-                          type, ubs[i], threads);
+                          "type %u kv %u: logits with micro-batch %d, %d threads differ from one "
+                          "batch", type, kv_type, ubs[i], threads);
             ck_assert_mem_eq(ids_whole, ids_split, sizeof ids_whole);
         }
     }
     for (size_t i = 0; i < bytes / sizeof(float); i++)
         ck_assert(isfinite(whole[i]));
+    /* packed weights (bt_model_pack, as a pipeline packs for bt_ops_cpu):
+     * the same bits, in one batch and in micro-batches */
+    ck_assert_int_eq(bt_model_pack(m), BT_OK);
+    if (m->packed_bytes > 0)
+        for (int ub = 3; ub <= n; ub += n - 3) {
+            memset(split, 0, bytes);
+            run_model_kv(m, &bt_ops_cpu, kv_type, tokens, n, ub, n_gen, 2, split, ids_split);
+            ck_assert_msg(memcmp(whole, split, bytes) == 0,
+                          "type %u: packed weights (micro-batch %d) differ", type, ub);
+        }
+    if (kv_type == BT_TYPE_F16) { /* the prompt's logits against an f32 cache */
+        run_model_kv(m, &bt_ops_cpu, BT_TYPE_F32, tokens, n, n, n_gen, 2, split, ids_split);
+        double max_diff = 0, max_abs = 0;
+        for (size_t i = 0; i < (size_t)n * n_vocab; i++) {
+            max_diff = fmax(max_diff, fabs((double)whole[i] - split[i]));
+            max_abs = fmax(max_abs, fabs((double)split[i]));
+        }
+        ck_assert_msg(max_diff > 0 && max_diff <= 1e-2 * max_abs,
+                      "f16 cache: max diff %g vs f32 cache (max |logit| %g)", max_diff, max_abs);
+    }
     free(whole);
     free(split);
     bt_model_free(m);
 }
 
-START_TEST(test_invariance_f32) { invariance_check(BT_TYPE_F32); }
+START_TEST(test_invariance_f32) { invariance_check(BT_TYPE_F32, BT_TYPE_F32); }
 END_TEST
-START_TEST(test_invariance_q8_0) { invariance_check(BT_TYPE_Q8_0); }
+START_TEST(test_invariance_q8_0) { invariance_check(BT_TYPE_Q8_0, BT_TYPE_F32); }
+END_TEST
+START_TEST(test_invariance_kv_f16) { invariance_check(BT_TYPE_F32, BT_TYPE_F16); }
+END_TEST
+START_TEST(test_invariance_q4_1) { invariance_check(BT_TYPE_Q4_1, BT_TYPE_F32); }
 END_TEST
 
 /* ---- synthetic models ---- */
@@ -326,8 +362,8 @@ START_TEST(test_limits_forward)
     bt_model_t *m;
     ck_assert_int_eq(bt_model_load(path, 0, -1, true, true, &m), BT_OK);
     bt_forward_t *f;
-    ck_assert_int_eq(bt_forward_init(m, &bt_ops_cpu, 0, 4, 1, &f), BT_ERR_ARG);
-    ck_assert_int_eq(bt_forward_init(m, &bt_ops_cpu, 8, 4, 1, &f), BT_OK);
+    ck_assert_int_eq(bt_forward_init(m, &bt_ops_cpu, 0, 4, 1, BT_TYPE_F32, &f), BT_ERR_ARG);
+    ck_assert_int_eq(bt_forward_init(m, &bt_ops_cpu, 8, 4, 1, BT_TYPE_F32, &f), BT_OK);
     float x[5 * 64];
     int32_t bad = 256, good[5] = {0, 1, 2, 3, 4};
     ck_assert_int_eq(bt_forward_embed(f, &bad, 1, x), BT_ERR_ARG);
@@ -353,6 +389,8 @@ static Suite *model_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_invariance_f32);
     tcase_add_test(tc, test_invariance_q8_0);
+    tcase_add_test(tc, test_invariance_kv_f16);
+    tcase_add_test(tc, test_invariance_q4_1);
     suite_add_tcase(s, tc);
     tc = tcase_create("synth");
     tcase_set_timeout(tc, 120);

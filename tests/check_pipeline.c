@@ -6,6 +6,8 @@
  *               prompt, pipeline 0 and 1, balanced and uneven -ts splits
  *   traffic:    every activation goes from rank s straight to rank s+1
  *   errors:     setup failures stop every rank with the same status
+ *   linkprobe:  one measured link per neighbor pair, reported on rank 0,
+ *               nothing left in flight, a bad config refused by every rank
  * Each check combines its verdict over all ranks (MPI_Allreduce) so every
  * rank fails alike and none is left waiting.
  */
@@ -16,6 +18,7 @@
 
 #include "forward.h"
 #include "sampler.h"
+#include "stages/linkprobe.h"
 #include "stages/schedule.h"
 #include "synth.h"
 #include "testutil.h"
@@ -45,7 +48,7 @@ static int make_reference(void)
     if (bt_model_load(model_path, 0, -1, true, true, &m) != BT_OK)
         return 0;
     n_vocab = m->hp.n_vocab;
-    if (bt_forward_init(m, &bt_ops_cpu, N_PROMPT + N_GEN, N_PROMPT, 1, &f) != BT_OK) {
+    if (bt_forward_init(m, &bt_ops_cpu, N_PROMPT + N_GEN, N_PROMPT, 1, BT_TYPE_F32, &f) != BT_OK) {
         bt_model_free(m);
         return 0;
     }
@@ -247,6 +250,42 @@ START_TEST(test_setup_errors)
 }
 END_TEST
 
+START_TEST(test_link_probe)
+{
+    bt_link_t links[16];
+    for (int i = 0; i < 16; i++)
+        links[i] = (bt_link_t){.from = -7};
+    /* a small and a rendezvous-sized message */
+    bt_linkprobe_config_t cfg = {.lat_bytes = 8, .lat_reps = 5, .bw_bytes = 256 << 10,
+                                 .bw_reps = 2};
+    ck_assert_int_le(size, 16);
+    ck_assert_int_eq(bt_linkprobe_run(MPI_COMM_WORLD, &cfg, rank == 0 ? links : NULL), BT_OK);
+    int ok = 1;
+    for (int s = 0; rank == 0 && s < size - 1; s++) {
+        const bt_link_t *l = &links[s];
+        if (l->from != s || l->to != s + 1 || !(l->latency_s > 0 && l->latency_s < 1) ||
+            !(l->bandwidth > 0 && l->bandwidth < 1e13) || l->bw_bytes != cfg.bw_bytes ||
+            l->lat_bytes != 8 || l->lat_reps != 5 || l->bw_reps != 2) {
+            fprintf(stderr, "link %d: %d->%d latency %g s bandwidth %g B/s sizes %zu/%zu\n", s,
+                    l->from, l->to, l->latency_s, l->bandwidth, l->lat_bytes, l->bw_bytes);
+            ok = 0;
+        }
+    }
+    if (rank == 0 && links[size - 1].from != -7) /* no link past the last stage */
+        ok = 0;
+    /* every probe message was received */
+    int pending = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, BT_TAG_PROBE, MPI_COMM_WORLD, &pending, MPI_STATUS_IGNORE);
+    ok = ok && !pending;
+    ck_assert_msg(all_ok(ok), "link probe results wrong on some rank");
+    /* defaults work too; a bad config is refused on every rank */
+    ck_assert_int_eq(bt_linkprobe_run(MPI_COMM_WORLD, NULL, rank == 0 ? links : NULL), BT_OK);
+    cfg.bw_reps = rank == size - 1 ? -1 : 2;
+    ck_assert_int_eq(bt_linkprobe_run(MPI_COMM_WORLD, &cfg, rank == 0 ? links : NULL),
+                     BT_ERR_ARG);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -289,6 +328,7 @@ int main(int argc, char **argv)
         tcase_add_test(tc, test_tensor_split);
     tcase_add_test(tc, test_traffic);
     tcase_add_test(tc, test_generate_stop);
+    tcase_add_test(tc, test_link_probe);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_set_timeout(tc, 120);

@@ -9,10 +9,11 @@
  *   quant:    quantize -> dequantize error within each format's bound on
  *             random data, zero, constant and outlier blocks, sub-blocks of
  *             very different ranges, tiny values
- *   matmul:   bt_ops_cpu vs bt_ops_ref vs double for every format, 1-3
- *             threads, padded rows
+ *   matmul:   bt_ops_exact and bt_ops_ref vs double for every format, 1-3
+ *             threads, padded rows; bt_ops_cpu's 8-bit activation path
+ *             (these formats and Q8_0) within its derived bound
  *   invariance: 13 tokens at once vs micro-batches (1+3+9 and others) and
- *             thread counts -> bitwise equal
+ *             thread counts -> bitwise equal, both fast tables
  *
  * The reference decoders here are written per element from the layout in
  * the GGUF specification (which byte and bit holds element e), not per
@@ -27,6 +28,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/types.h"
+#include "kernels/cpu_internal.h"
 #include "testutil.h"
 
 #define U 0x1p-24 /* unit roundoff of f32 */
@@ -831,6 +833,52 @@ static bt_scratch_t scratch_make(int64_t max_n_in, int n_threads)
  * the exact dot (as in check_kernels.c); the two kernels within twice. */
 static double dot_bound(int64_t n, double sabs) { return (double)(n + 17) * U * 1.01 * sabs; }
 
+/* Bound on the 8-bit activation path's distance from the exact product of
+ * row o with token row xt: each element of a 32-block moves by at most half
+ * its block's step max|x| / 127 (and a few ulps), then the float sum of
+ * the perturbed products. */
+static double q8_bound(const float *wrow, const float *xt, int64_t n_in, double sabs)
+{
+    double moved = 0;
+    for (int64_t b = 0; b < n_in; b += 32) {
+        double amax = 0, sw = 0;
+        for (int64_t k = b; k < b + 32; k++) {
+            amax = fmax(amax, fabs(xt[k]));
+            sw += fabs(wrow[k]);
+        }
+        moved += (amax / 127 * 0.5 + amax * 1e-6) * sw;
+    }
+    return moved + dot_bound(n_in, sabs + moved);
+}
+
+/* Where bt_ops_cpu has a packed layout for W: the product from it has the
+ * bits of the product from the blocks (out). */
+static void check_packed_same(const bt_matrix_t *w, const float *x, int n_tok,
+                              const bt_scratch_t *s, const float *out)
+{
+    const size_t bytes = bt_pack_bytes(w), n_o = (size_t)n_tok * (size_t)w->n_out;
+    if (bytes == 0)
+        return;
+    void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    ck_assert_ptr_nonnull(packed);
+    bt_pack(w, packed);
+    bt_matrix_t wp = *w;
+    wp.packed = packed;
+    float *out_p = xmalloc(n_o * sizeof(float));
+    memset(out_p, 0xff, n_o * sizeof(float));
+    bt_ops_cpu.matmul(out_p, &wp, x, n_tok, s);
+    for (size_t i = 0; i < n_o; i++)
+        CHECK_MSG(memcmp(&out_p[i], &out[i], sizeof(float)) == 0,
+                  "%s packed: n_in %lld n_out %lld n_tok %d threads %d: element %zu %.9g, "
+                  "from the blocks %.9g", bt_type_info(w->type)->name, (long long)w->n_in,
+                  (long long)w->n_out, n_tok, s->n_threads, i, out_p[i], out[i]);
+    free(out_p);
+    free(packed);
+}
+
+/* bt_ops_exact and bt_ops_ref within rounding of the exact product;
+ * bt_ops_cpu too, or, where it quantizes the activations, within
+ * q8_bound of it. */
 static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint64_t pad, rng_t *r)
 {
     wmat_t w = wmat_make(type, n_in, n_out, pad, r);
@@ -842,30 +890,38 @@ static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint6
     bt_scratch_t s1 = scratch_make(n_in, 1);
     memset(out_ref, 0xff, n_o * sizeof(float));
     bt_ops_ref.matmul(out_ref, &w.m, x, n_tok, &s1);
-    for (int nth = 1; nth <= 3; nth++) {
-        bt_scratch_t s = scratch_make(n_in, nth);
-        memset(out_cpu, 0xff, n_o * sizeof(float));
-        bt_ops_cpu.matmul(out_cpu, &w.m, x, n_tok, &s);
-        for (int t = 0; t < n_tok; t++)
-            for (int64_t o = 0; o < n_out; o++) {
-                double sum = 0, sabs = 0;
-                for (int64_t k = 0; k < n_in; k++) {
-                    double p = (double)w.wf[o * n_in + k] * x[(size_t)t * n_in + k];
-                    sum += p;
-                    sabs += fabs(p);
+    const bt_ops_t *ops[] = {&bt_ops_exact, &bt_ops_cpu};
+    for (int nth = 1; nth <= 3; nth++)
+        for (int oi = 0; oi < 2; oi++) {
+            const bool q8 = ops[oi] == &bt_ops_cpu && bt_cpu_q8_supports(type, n_in);
+            bt_scratch_t s = scratch_make(n_in, nth);
+            memset(out_cpu, 0xff, n_o * sizeof(float));
+            ops[oi]->matmul(out_cpu, &w.m, x, n_tok, &s);
+            if (q8)
+                check_packed_same(&w.m, x, n_tok, &s, out_cpu);
+            for (int t = 0; t < n_tok; t++)
+                for (int64_t o = 0; o < n_out; o++) {
+                    const float *xt = x + (size_t)t * n_in, *wr = w.wf + o * n_in;
+                    double sum = 0, sabs = 0;
+                    for (int64_t k = 0; k < n_in; k++) {
+                        double p = (double)wr[k] * xt[k];
+                        sum += p;
+                        sabs += fabs(p);
+                    }
+                    const double bound = dot_bound(n_in, sabs) + 1e-30;
+                    const double cb = q8 ? q8_bound(wr, xt, n_in, sabs) : bound;
+                    const size_t at = (size_t)t * n_out + (size_t)o;
+                    const double c = out_cpu[at], rf = out_ref[at];
+                    CHECK_MSG(fabs(c - rf) <= bound + cb && fabs(c - sum) <= cb &&
+                                  fabs(rf - sum) <= bound,
+                              "%s %s: threads %d pad %llu n_in %lld n_out %lld t %d row %lld: "
+                              "%.9g ref %.9g exact %.9g (bound %.3g)",
+                              ops[oi]->name, bt_type_info(type)->name, nth,
+                              (unsigned long long)pad, (long long)n_in, (long long)n_out, t,
+                              (long long)o, c, rf, sum, cb);
                 }
-                const double bound = dot_bound(n_in, sabs) + 1e-30;
-                const size_t at = (size_t)t * n_out + (size_t)o;
-                const double c = out_cpu[at], rf = out_ref[at];
-                CHECK_MSG(fabs(c - rf) <= 2 * bound && fabs(c - sum) <= bound &&
-                              fabs(rf - sum) <= bound,
-                          "%s: threads %d pad %llu n_in %lld n_out %lld t %d row %lld: cpu %.9g "
-                          "ref %.9g exact %.9g (bound %.3g)",
-                          bt_type_info(type)->name, nth, (unsigned long long)pad, (long long)n_in,
-                          (long long)n_out, t, (long long)o, c, rf, sum, bound);
-            }
-        free(s.buf);
-    }
+            free(s.buf);
+        }
     free(s1.buf);
     free(out_cpu);
     free(out_ref);
@@ -873,15 +929,15 @@ static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint6
     wmat_free(&w);
 }
 
-START_TEST(test_matmul)
+static void matmul_cases(uint32_t type)
 {
-    const uint32_t type = q_types[_i];
     const int64_t bs = bt_type_info(type)->block_size;
-    const int64_t n_ins[] = {bs, 3 * bs, bs == 32 ? 5 * bs : 2 * bs};
+    /* for the 32-blocks: odd block counts (exact path), even (8-bit path) */
+    const int64_t n_ins[] = {bs, 2 * bs, 3 * bs, bs == 32 ? 6 * bs : 4 * bs};
     static const int64_t n_outs[] = {1, 3, 17, 33};
     static const int n_toks[] = {1, 2, 5, 13};
     rng_t r = rng_make(700 + type);
-    for (int a = 0; a < 3; a++)
+    for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++)
             for (int c = 0; c < 4; c++)
                 mm_case(type, n_ins[a], n_outs[b], n_toks[c], 0, &r);
@@ -889,18 +945,25 @@ START_TEST(test_matmul)
     mm_case(type, 8 * bs, 50, 7, 64, &r);
     mm_case(type, 2 * bs, 19, 4, 8, &r);
     mm_case(type, bs == 32 ? 1024 : 4096, 20, 3, 0, &r);
+    if (bs == 32) /* 8-token panels, more than one 32-token chunk, a partial panel */
+        mm_case(type, 2 * bs, 37, 41, 0, &r);
 }
+
+START_TEST(test_matmul) { matmul_cases(q_types[_i]); }
+END_TEST
+
+/* Q8_0's exact paths are in check_kernels; here for the 8-bit path */
+START_TEST(test_matmul_q8_0) { matmul_cases(BT_TYPE_Q8_0); }
 END_TEST
 
 /* ==== invariance: one batch vs micro-batches vs threads, bitwise ==== */
 
 static const int splits[][3] = {{1, 3, 9}, {1, 1, 1}, {4, 9, 0}, {5, 5, 3}, {3, 3, 3}};
 
-START_TEST(test_batch_invariance)
+static void batch_invariance(const bt_ops_t *ops, uint32_t type, int64_t n_in)
 {
-    const uint32_t type = q_types[_i];
     enum { NT = 13 };
-    const int64_t n_in = 3 * bt_type_info(type)->block_size, n_out = 37;
+    const int64_t n_out = 37;
     rng_t r = rng_make(800 + type);
     wmat_t w = wmat_make(type, n_in, n_out, 0, &r);
     float *x = xmalloc((size_t)(NT * n_in) * sizeof(float));
@@ -908,13 +971,13 @@ START_TEST(test_batch_invariance)
     float *part = xmalloc((size_t)(NT * n_out) * sizeof(float));
     fill(x, (size_t)(NT * n_in), &r, -2.0f, 2.0f);
     bt_scratch_t s1 = scratch_make(n_in, 1);
-    bt_ops_cpu.matmul(full, &w.m, x, NT, &s1);
+    ops->matmul(full, &w.m, x, NT, &s1);
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(n_in, nth);
         memset(part, 0xff, (size_t)(NT * n_out) * sizeof(float));
-        bt_ops_cpu.matmul(part, &w.m, x, NT, &s);
+        ops->matmul(part, &w.m, x, NT, &s);
         CHECK_MSG(memcmp(part, full, (size_t)(NT * n_out) * sizeof(float)) == 0,
-                  "%s: %d threads differ from 1", bt_type_info(type)->name, nth);
+                  "%s %s: %d threads differ from 1", ops->name, bt_type_info(type)->name, nth);
         for (size_t p = 0; p < sizeof splits / sizeof splits[0]; p++) {
             memset(part, 0xff, (size_t)(NT * n_out) * sizeof(float));
             int t = 0;
@@ -923,14 +986,14 @@ START_TEST(test_batch_invariance)
                 if (nt == 0)
                     continue;
                 nt = nt < NT - t ? nt : NT - t;
-                bt_ops_cpu.matmul(part + (size_t)t * n_out, &w.m, x + (size_t)t * n_in, nt, &s);
+                ops->matmul(part + (size_t)t * n_out, &w.m, x + (size_t)t * n_in, nt, &s);
                 t += nt;
             }
             for (int tt = 0; tt < NT; tt++)
                 CHECK_MSG(memcmp(part + tt * n_out, full + tt * n_out,
                                  (size_t)n_out * sizeof(float)) == 0,
-                          "%s: split %zu, %d threads: token %d differs from one batch",
-                          bt_type_info(type)->name, p, nth, tt);
+                          "%s %s n_in %lld: split %zu, %d threads: token %d differs from one "
+                          "batch", ops->name, bt_type_info(type)->name, (long long)n_in, p, nth, tt);
         }
         free(s.buf);
     }
@@ -939,6 +1002,22 @@ START_TEST(test_batch_invariance)
     free(full);
     free(x);
     wmat_free(&w);
+}
+
+START_TEST(test_batch_invariance)
+{
+    const uint32_t type = q_types[_i];
+    const int64_t bs = bt_type_info(type)->block_size;
+    batch_invariance(&bt_ops_exact, type, 3 * bs);
+    batch_invariance(&bt_ops_cpu, type, 3 * bs);
+    batch_invariance(&bt_ops_cpu, type, 4 * bs); /* the 8-bit path for the 32-blocks */
+}
+END_TEST
+
+START_TEST(test_batch_invariance_q8_0)
+{
+    batch_invariance(&bt_ops_cpu, BT_TYPE_Q8_0, 96);
+    batch_invariance(&bt_ops_cpu, BT_TYPE_Q8_0, 128);
 }
 END_TEST
 
@@ -968,10 +1047,12 @@ static Suite *quants_suite(void)
     tc = tcase_create("matmul");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_matmul, 0, N_Q_TYPES);
+    tcase_add_test(tc, test_matmul_q8_0);
     suite_add_tcase(s, tc);
     tc = tcase_create("invariance");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_batch_invariance, 0, N_Q_TYPES);
+    tcase_add_test(tc, test_batch_invariance_q8_0);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,7 +3,8 @@
  * Run by tests/bench.sh:
  *   check_results FILE N_RUNS N_ROWS N_LAYER [BEFORE.h5]
  * checks the layout attributes, the row counts, every row's fields against
- * its samples and stage times, the provenance of every run, and, given
+ * its samples and stage times, the provenance of every run and its links
+ * (one /links row per link s -> s+1 naming the hosts of /runs), and, given
  * BEFORE.h5 (a copy taken before an append), that the rows it held are
  * unchanged byte for byte.
  */
@@ -64,7 +65,7 @@ START_TEST(test_layout_and_runs)
     a = H5Aopen(f, "format_version", H5P_DEFAULT);
     H5Aread(a, H5T_NATIVE_INT, &version);
     H5Aclose(a);
-    ck_assert_int_eq(version, 1);
+    ck_assert_int_eq(version, 2);
 
     hsize_t n;
     size_t sz;
@@ -93,6 +94,63 @@ START_TEST(test_layout_and_runs)
     }
     free(runs);
     H5Tclose(t);
+    H5Fclose(f);
+}
+END_TEST
+
+/* Host i of a comma-separated list into out. */
+static void nth_host(const char *hosts, int i, char *out, size_t n)
+{
+    while (i-- > 0 && hosts != NULL)
+        hosts = (hosts = strchr(hosts, ',')) ? hosts + 1 : NULL;
+    snprintf(out, n, "%.*s", hosts ? (int)strcspn(hosts, ",") : 0, hosts ? hosts : "");
+}
+
+START_TEST(test_links)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    hsize_t nr, nl;
+    size_t szr, szl;
+    hid_t tr, tl;
+    char *runs = read_all(f, "runs", &nr, &szr, &tr);
+    char *links = read_all(f, "links", &nl, &szl, &tl);
+    hsize_t total = 0;
+    for (hsize_t r = 0; r < nr; r++) {
+        int ranks = FIELD(runs, szr, r, int32_t, member(tr, "n_ranks"));
+        const char *hosts = FSTR(runs, szr, r, member(tr, "hosts"));
+        int seen = 0;
+        for (hsize_t i = 0; i < nl; i++) {
+            if (FIELD(links, szl, i, int64_t, member(tl, "run_id")) != (int64_t)r)
+                continue;
+            int from = FIELD(links, szl, i, int32_t, member(tl, "from_rank"));
+            int to = FIELD(links, szl, i, int32_t, member(tl, "to_rank"));
+            ck_assert_msg(from == seen && to == from + 1, "run %llu: link %d -> %d as link %d",
+                          (unsigned long long)r, from, to, seen);
+            char want[64];
+            nth_host(hosts, from, want, sizeof want);
+            ck_assert_str_eq(FSTR(links, szl, i, member(tl, "from_host")), want);
+            nth_host(hosts, to, want, sizeof want);
+            ck_assert_str_eq(FSTR(links, szl, i, member(tl, "to_host")), want);
+            double lat = FIELD(links, szl, i, double, member(tl, "latency_us"));
+            double bw = FIELD(links, szl, i, double, member(tl, "bandwidth_MBps"));
+            ck_assert_msg(lat > 0 && lat < 1e6 && bw > 0 && bw < 1e7,
+                          "run %llu link %d: latency %g us, bandwidth %g MB/s",
+                          (unsigned long long)r, from, lat, bw);
+            ck_assert(FIELD(links, szl, i, int64_t, member(tl, "lat_bytes")) > 0);
+            ck_assert(FIELD(links, szl, i, int64_t, member(tl, "bw_bytes")) > 0);
+            ck_assert(FIELD(links, szl, i, int32_t, member(tl, "lat_round_trips")) > 0);
+            ck_assert(FIELD(links, szl, i, int32_t, member(tl, "bw_round_trips")) > 0);
+            seen++;
+        }
+        ck_assert_int_eq(seen, ranks - 1);
+        total += (hsize_t)seen;
+    }
+    ck_assert_int_eq(nl, total);
+    free(runs);
+    free(links);
+    H5Tclose(tr);
+    H5Tclose(tl);
     H5Fclose(f);
 }
 END_TEST
@@ -187,15 +245,16 @@ START_TEST(test_append_kept_old_rows)
     hid_t fa = H5Fopen(before_path, H5F_ACC_RDONLY, H5P_DEFAULT);
     hid_t fb = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     ck_assert(fa >= 0 && fb >= 0);
-    static const char *const names[] = {"runs", "results", "samples", "stage_times"};
-    for (int i = 0; i < 4; i++) {
+    static const char *const names[] = {"runs", "results", "samples", "stage_times", "links"};
+    for (int i = 0; i < 5; i++) {
         hsize_t na, nb;
         size_t sa, sb;
         hid_t ta, tb;
         char *a = read_all(fa, names[i], &na, &sa, &ta);
         char *b = read_all(fb, names[i], &nb, &sb, &tb);
         ck_assert_uint_eq(sa, sb);
-        ck_assert_msg(nb > na, "/%s did not grow (%llu -> %llu)", names[i],
+        /* /links grows only when the new run has more than one rank */
+        ck_assert_msg(nb > na || (i == 4 && nb == na), "/%s did not grow (%llu -> %llu)", names[i],
                       (unsigned long long)na, (unsigned long long)nb);
         ck_assert_msg(memcmp(a, b, na * sa) == 0, "/%s: old rows changed", names[i]);
         free(a);
@@ -223,6 +282,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_layout_and_runs);
     tcase_add_test(tc, test_rows);
+    tcase_add_test(tc, test_links);
     tcase_add_test(tc, test_append_kept_old_rows);
     suite_add_tcase(s, tc);
     int failed = tu_run(s);

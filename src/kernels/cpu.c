@@ -11,7 +11,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "cpu_internal.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -84,17 +84,6 @@ static inline vf vf_load_n(const float *p, int n)
 static inline void vf_store_n(float *p, vf a, int n) { memcpy(p, &a, sizeof(float) * (size_t)n); }
 #endif
 
-/* Work (multiply-adds) below which a kernel runs on the calling thread:
- * waking a team costs tens of microseconds on a busy or virtualized
- * machine, more than a small matrix-vector product takes. Which thread
- * computes an element never changes its value, so this is only speed. */
-#define BT_PARALLEL_MIN_WORK (1 << 18)
-
-static inline int team_size(const bt_scratch_t *s, double work)
-{
-    return work >= BT_PARALLEL_MIN_WORK ? s->n_threads : 1;
-}
-
 /* ---- matmul ---- */
 
 /* Tile of R rows of W by T tokens: out[t * ldo + r] = W[r] . x[t] over n.
@@ -161,6 +150,46 @@ static const tile_fn tiles[4][4] = {
 };
 
 static inline int imin(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
+
+/* ---- the KV cache's elements: f32, or f16 (exact conversions) ---- */
+
+static inline vf kv_load(const void *base, size_t i, const bool f16)
+{
+    if (!f16)
+        return vf_load((const float *)base + i);
+    const uint16_t *h = (const uint16_t *)base + i;
+#if defined(__AVX512F__)
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+#elif defined(__AVX2__) && defined(__F16C__)
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+#else
+    float t[VL];
+    for (int l = 0; l < VL; l++)
+        t[l] = bt_f16_to_f32(h[l]);
+    return vf_load(t);
+#endif
+}
+
+/* The first n (0..VL) elements; the others are 0 and not read. */
+static inline vf kv_load_n(const void *base, size_t i, int n, const bool f16)
+{
+    if (!f16)
+        return vf_load_n((const float *)base + i, n);
+    const uint16_t *h = (const uint16_t *)base + i;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), h));
+#else
+    float t[VL] = {0};
+    for (int l = 0; l < n; l++)
+        t[l] = bt_f16_to_f32(h[l]);
+    return vf_load(t);
+#endif
+}
+
+static inline float kv_get(const void *base, size_t i, const bool f16)
+{
+    return f16 ? bt_f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
 
 /* ---- decode: dequantize in registers ---- */
 
@@ -364,7 +393,7 @@ static inline void acc_q6_k(vf *acc, const uint8_t *blk, const float *restrict x
                          const bt_scratch_t *s)                                                \
     {                                                                                          \
         const int64_t n_out = w->n_out, n_groups = (n_out + 3) / 4;                            \
-        const int team = team_size(s, (double)w->n_in * (double)n_out);                        \
+        const int team = bt_team_size(s, (double)w->n_in * (double)n_out);                        \
         _Pragma("omp parallel for schedule(static) num_threads(team) if (team > 1)")           \
         for (int64_t g = 0; g < n_groups; g++) {                                               \
             const int64_t r = 4 * g;                                                           \
@@ -412,8 +441,8 @@ static gemv_fn fused_gemv(uint32_t type, int64_t n_in)
  * into its scratch (f32 rows are used in place), and multiplies them with
  * every token, 4 tokens x 4 rows at a time so a tile of x stays in L1 while
  * the dequantized rows stay in L2. */
-static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
-                       int n_tok, const bt_scratch_t *s)
+static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                         int n_tok, const bt_scratch_t *s)
 {
     const int64_t n_in = w->n_in, n_out = w->n_out;
 #ifdef BT_FUSED_GEMV
@@ -429,7 +458,7 @@ static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *r
     const bool direct = w->type == BT_TYPE_F32;
     const bt_to_float_fn to_float = bt_type_to_float_fast(bt_type_info(w->type));
 
-    const int team = team_size(s, (double)n_tok * (double)n_in * (double)n_out);
+    const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
     for (int64_t b = 0; b < n_blocks; b++) {
         const int64_t r0 = b * BT_MATMUL_ROWS;
@@ -468,9 +497,10 @@ static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *r
 
 /* ---- attention ---- */
 
-/* Query rows of one kv head handled together: the keys and values they
- * share are loaded once for all of them. */
-#define ATT_ROWS 4
+/* Query rows of one kv head handled together (its query heads, for one or
+ * several tokens): the keys and values they share are loaded once for all
+ * of them. */
+#define ATT_ROWS 8
 
 /* score[r][j] = scale * sum_d q[r][d] * kt[d][j] for rows r < nr (<=
  * ATT_ROWS) and keys j < n_keys, 2 VL keys at a time from the transposed
@@ -480,40 +510,32 @@ static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *r
  * depends on the query row and the key alone. score rows are ld apart. */
 static inline __attribute__((always_inline)) void
 scores_n(float *restrict score, size_t ld, const float *const *q, const int nr,
-         const float *restrict kt, int k_stride, int n_keys, int head_dim, float scale)
+         const void *kt, int k_stride, int n_keys, int head_dim, float scale, const bool f16)
 {
     const vf sc = vf_set1(scale);
     for (int j = 0; j < n_keys; j += 2 * VL) {
         const int r0 = n_keys - j, n0 = r0 > VL ? VL : r0, n1 = r0 - VL < 0 ? 0
                                                           : r0 - VL > VL ? VL : r0 - VL;
         vf a[ATT_ROWS][2];
+        #pragma GCC unroll 8
         for (int r = 0; r < ATT_ROWS; r++)
             a[r][0] = a[r][1] = vf_zero();
         for (int d = 0; d < head_dim; d++) {
-            const float *row = kt + (size_t)d * k_stride + j;
-            const vf k0 = n0 == VL ? vf_load(row) : vf_load_n(row, n0);
-            const vf k1 = n1 == VL ? vf_load(row + VL) : vf_load_n(row + VL, n1);
+            const size_t row = (size_t)d * k_stride + j;
+            const vf k0 = n0 == VL ? kv_load(kt, row, f16) : kv_load_n(kt, row, n0, f16);
+            const vf k1 = n1 == VL ? kv_load(kt, row + VL, f16) : kv_load_n(kt, row + VL, n1, f16);
+            #pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
                 const vf qd = vf_set1(q[r][d]);
                 a[r][0] = vf_fma(qd, k0, a[r][0]);
                 a[r][1] = vf_fma(qd, k1, a[r][1]);
             }
         }
+        #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             vf_store_n(score + r * ld + j, vf_mul(a[r][0], sc), n0);
             vf_store_n(score + r * ld + j + VL, vf_mul(a[r][1], sc), n1);
         }
-    }
-}
-
-static void scores(float *restrict score, size_t ld, const float *const *q, int nr,
-                   const float *restrict kt, int k_stride, int n_keys, int head_dim, float scale)
-{
-    switch (nr) { /* constant row counts keep the accumulators in registers */
-    case 1: scores_n(score, ld, q, 1, kt, k_stride, n_keys, head_dim, scale); break;
-    case 2: scores_n(score, ld, q, 2, kt, k_stride, n_keys, head_dim, scale); break;
-    case 3: scores_n(score, ld, q, 3, kt, k_stride, n_keys, head_dim, scale); break;
-    default: scores_n(score, ld, q, 4, kt, k_stride, n_keys, head_dim, scale); break;
     }
 }
 
@@ -543,26 +565,39 @@ static inline vf vf_exp_neg(vf x)
 }
 #endif
 
-/* exp(score[j] - max) in place; returns their sum (in double, in order). */
+/* exp(score[j] - max) in place; returns their sum in double: with
+ * AVX-512 in 16 lanes (each a fixed subsequence of j), then a fixed
+ * horizontal sum; otherwise in order. Either way fixed by n alone. */
 static __attribute__((noinline)) double exp_sum(float *restrict score, int n)
 {
+#if defined(__AVX512F__)
+    __m512 mv = vf_set1(-INFINITY);
+    for (int j = 0; j < n; j += VL) {
+        const __mmask16 m = (__mmask16)(n - j < VL ? (1u << (n - j)) - 1 : 0xffff);
+        mv = _mm512_max_ps(mv, _mm512_mask_loadu_ps(vf_set1(-INFINITY), m, score + j));
+    }
+    const vf mx = vf_set1(_mm512_reduce_max_ps(mv));
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    for (int j = 0; j < n; j += VL) {
+        const int m = n - j < VL ? n - j : VL;
+        const vf e = _mm512_maskz_mov_ps((__mmask16)((1u << m) - 1),
+                                         vf_exp_neg(_mm512_sub_ps(vf_load_n(score + j, m), mx)));
+        vf_store_n(score + j, e, m);
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+    }
+    return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+#else
     float max = -INFINITY;
     for (int j = 0; j < n; j++)
         max = score[j] > max ? score[j] : max;
-#if defined(__AVX512F__)
-    const vf mx = vf_set1(max);
-    for (int j = 0; j < n; j += VL) {
-        const int m = n - j < VL ? n - j : VL;
-        vf_store_n(score + j, vf_exp_neg(_mm512_sub_ps(vf_load_n(score + j, m), mx)), m);
-    }
-#else
-    for (int j = 0; j < n; j++)
-        score[j] = expf(score[j] - max);
-#endif
     double sum = 0.0;
-    for (int j = 0; j < n; j++)
+    for (int j = 0; j < n; j++) {
+        score[j] = expf(score[j] - max);
         sum += score[j];
+    }
     return sum;
+#endif
 }
 
 /* out[r][d] = sum_j p[r][j] * v[j][d] * inv[r] for rows r < nr: each
@@ -570,92 +605,160 @@ static __attribute__((noinline)) double exp_sum(float *restrict score, int n)
  * rows. Dims past the last full vector go one at a time. */
 static inline __attribute__((always_inline)) void
 attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv, const int nr,
-         const float *restrict v, int kv_dim, int n_keys, int head_dim)
+         const void *v, int kv_dim, const int *nk, int head_dim, const bool f16)
 {
+    int n_min = nk[0], n_max = nk[0]; /* row r sums over its own nk[r] keys */
+    for (int r = 1; r < nr; r++) {
+        n_min = nk[r] < n_min ? nk[r] : n_min;
+        n_max = nk[r] > n_max ? nk[r] : n_max;
+    }
     int d = 0;
     for (; d + 2 * VL <= head_dim; d += 2 * VL) {
         vf a[ATT_ROWS][2];
+        #pragma GCC unroll 8
         for (int r = 0; r < ATT_ROWS; r++)
             a[r][0] = a[r][1] = vf_zero();
-        for (int j = 0; j < n_keys; j++) {
-            const float *vj = v + (size_t)j * kv_dim + d;
-            const vf v0 = vf_load(vj), v1 = vf_load(vj + VL);
+        for (int j = 0; j < n_min; j++) { /* keys of every row */
+            const size_t vj = (size_t)j * kv_dim + d;
+            const vf v0 = kv_load(v, vj, f16), v1 = kv_load(v, vj + VL, f16);
+            #pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
                 const vf pj = vf_set1(p[r * ld + j]);
                 a[r][0] = vf_fma(pj, v0, a[r][0]);
                 a[r][1] = vf_fma(pj, v1, a[r][1]);
             }
         }
+        for (int j = n_min; j < n_max; j++) { /* then the later tokens' own */
+            const size_t vj = (size_t)j * kv_dim + d;
+            const vf v0 = kv_load(v, vj, f16), v1 = kv_load(v, vj + VL, f16);
+            #pragma GCC unroll 8
+            for (int r = 0; r < nr; r++)
+                if (j < nk[r]) {
+                    const vf pj = vf_set1(p[r * ld + j]);
+                    a[r][0] = vf_fma(pj, v0, a[r][0]);
+                    a[r][1] = vf_fma(pj, v1, a[r][1]);
+                }
+        }
+        #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             vf_store(out[r] + d, vf_mul(a[r][0], vf_set1(inv[r])));
             vf_store(out[r] + d + VL, vf_mul(a[r][1], vf_set1(inv[r])));
         }
     }
     for (; d + VL <= head_dim; d += VL)
+        #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             vf acc = vf_zero();
-            for (int j = 0; j < n_keys; j++)
-                acc = vf_fma(vf_set1(p[r * ld + j]), vf_load(v + (size_t)j * kv_dim + d), acc);
+            for (int j = 0; j < nk[r]; j++)
+                acc = vf_fma(vf_set1(p[r * ld + j]), kv_load(v, (size_t)j * kv_dim + d, f16), acc);
             vf_store(out[r] + d, vf_mul(acc, vf_set1(inv[r])));
         }
     for (; d < head_dim; d++)
+        #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             float acc = 0.0f;
-            for (int j = 0; j < n_keys; j++)
-                acc += p[r * ld + j] * v[(size_t)j * kv_dim + d];
+            for (int j = 0; j < nk[r]; j++)
+                acc += p[r * ld + j] * kv_get(v, (size_t)j * kv_dim + d, f16);
             out[r][d] = acc * inv[r];
         }
 }
 
-static void attend(float *const *out, const float *restrict p, size_t ld, const float *inv,
-                   int nr, const float *restrict v, int kv_dim, int n_keys, int head_dim)
-{
-    switch (nr) {
-    case 1: attend_n(out, p, ld, inv, 1, v, kv_dim, n_keys, head_dim); break;
-    case 2: attend_n(out, p, ld, inv, 2, v, kv_dim, n_keys, head_dim); break;
-    case 3: attend_n(out, p, ld, inv, 3, v, kv_dim, n_keys, head_dim); break;
-    default: attend_n(out, p, ld, inv, 4, v, kv_dim, n_keys, head_dim); break;
+/* scores_n and attend_n for each row count and cache type: constant row
+ * counts keep the accumulators in registers. */
+typedef void (*scores_fn)(float *restrict, size_t, const float *const *, const void *, int, int,
+                          int, float);
+typedef void (*attend_fn)(float *const *, const float *restrict, size_t, const float *,
+                          const void *, int, const int *, int);
+#define ATT_FNS(nr, f16, name)                                                                 \
+    static void scores_##name(float *restrict score, size_t ld, const float *const *q,          \
+                              const void *kt, int k_stride, int n_keys, int head_dim,           \
+                              float scale)                                                      \
+    {                                                                                           \
+        scores_n(score, ld, q, nr, kt, k_stride, n_keys, head_dim, scale, f16);                 \
+    }                                                                                           \
+    static void attend_##name(float *const *out, const float *restrict p, size_t ld,            \
+                              const float *inv, const void *v, int kv_dim, const int *nk,       \
+                              int head_dim)                                                     \
+    {                                                                                           \
+        attend_n(out, p, ld, inv, nr, v, kv_dim, nk, head_dim, f16);                            \
     }
-}
+#define ATT_FNS_ROWS(nr) ATT_FNS(nr, false, f32_##nr) ATT_FNS(nr, true, f16_##nr)
+ATT_FNS_ROWS(1)
+ATT_FNS_ROWS(2)
+ATT_FNS_ROWS(3)
+ATT_FNS_ROWS(4)
+ATT_FNS_ROWS(5)
+ATT_FNS_ROWS(6)
+ATT_FNS_ROWS(7)
+ATT_FNS_ROWS(8)
+#define ATT_TAB(fn, ty)                                                                        \
+    {fn##_##ty##_1, fn##_##ty##_2, fn##_##ty##_3, fn##_##ty##_4, fn##_##ty##_5, fn##_##ty##_6,   \
+     fn##_##ty##_7, fn##_##ty##_8}
+static const scores_fn scores_tab[2][ATT_ROWS] = {ATT_TAB(scores, f32), ATT_TAB(scores, f16)};
+static const attend_fn attend_tab[2][ATT_ROWS] = {ATT_TAB(attend, f32), ATT_TAB(attend, f16)};
 
-/* Per (token, kv head): the query heads that read that kv head, up to
- * ATT_ROWS (and as many as the scratch holds score rows for) at a time. */
-static void cpu_attention(float *restrict out, const float *restrict q, const float *restrict k,
-                          const float *restrict v, int n_tok, int pos0, int n_head, int n_head_kv,
-                          int head_dim, int k_stride, const bt_scratch_t *s)
+/* Per (tile of tokens, kv head): the rows (token, query head) that read
+ * that kv head, up to ATT_ROWS (and as many as the scratch holds score rows
+ * for) at a time. A tile takes as many tokens as fill ATT_ROWS rows; its
+ * rows score the keys of its last token, and each row's softmax and sum
+ * use only its own (causal) keys, so a row's result does not depend on the
+ * rows it shares a pass with. */
+static void cpu_attention(float *restrict out, const float *restrict q, const void *k,
+                          const void *v, uint32_t kv_type, int n_tok, int pos0, int n_head,
+                          int n_head_kv, int head_dim, int k_stride, const bt_scratch_t *s)
 {
+    const bool f16 = kv_type == BT_TYPE_F16;
+    const size_t es = f16 ? 2 : 4; /* bytes per cache element */
     const int group = n_head / n_head_kv;
     const int kv_dim = n_head_kv * head_dim;
     const float scale = 1.0f / sqrtf((float)head_dim);
+    const int tile = group < ATT_ROWS ? ATT_ROWS / group : 1; /* tokens per tile */
+    const int n_tiles = (n_tok + tile - 1) / tile;
 
-    const int team = team_size(s, 2.0 * n_tok * (pos0 + n_tok) * (double)n_head * head_dim);
+    const int team = bt_team_size(s, 2.0 * n_tok * (pos0 + n_tok) * (double)n_head * head_dim);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(team) if (team > 1)
-    for (int t = 0; t < n_tok; t++) {
+    for (int ti = 0; ti < n_tiles; ti++) {
         for (int g = 0; g < n_head_kv; g++) {
             float *score = s->buf + (size_t)omp_get_thread_num() * s->per_thread;
-            const int n_keys = pos0 + t + 1;
-            const size_t ld = (size_t)n_keys;
+            const int t0 = ti * tile, nt = n_tok - t0 < tile ? n_tok - t0 : tile;
+            const int n_rows = nt * group;
+            const size_t ld = (size_t)(pos0 + t0 + nt); /* keys of the tile's last token */
             int fit = (int)(s->per_thread / ld);
             fit = fit < 1 ? 1 : fit > ATT_ROWS ? ATT_ROWS : fit;
-            for (int h0 = 0; h0 < group; h0 += fit) {
-                const int nr = group - h0 < fit ? group - h0 : fit;
+            for (int r0 = 0; r0 < n_rows; r0 += fit) {
+                const int nr = n_rows - r0 < fit ? n_rows - r0 : fit;
                 const float *qr[ATT_ROWS];
                 float *orow[ATT_ROWS];
                 float inv[ATT_ROWS];
+                int nk[ATT_ROWS], n_keys = 0;
                 for (int r = 0; r < nr; r++) {
-                    const size_t row = ((size_t)t * n_head + (size_t)g * group + h0 + r) * head_dim;
+                    const int t = t0 + (r0 + r) / group, h = g * group + (r0 + r) % group;
+                    const size_t row = ((size_t)t * n_head + (size_t)h) * head_dim;
                     qr[r] = q + row;
                     orow[r] = out + row;
+                    nk[r] = pos0 + t + 1;
+                    n_keys = nk[r] > n_keys ? nk[r] : n_keys;
                 }
-                scores(score, ld, qr, nr, k + (size_t)g * head_dim * k_stride, k_stride, n_keys,
-                       head_dim, scale);
+                scores_tab[f16][nr - 1](score, ld, qr, (const char *)k + es * g * head_dim * k_stride,
+                                        k_stride, n_keys, head_dim, scale);
                 for (int r = 0; r < nr; r++)
-                    inv[r] = (float)(1.0 / exp_sum(score + r * ld, n_keys));
-                attend(orow, score, ld, inv, nr, v + (size_t)g * head_dim, kv_dim, n_keys,
-                       head_dim);
+                    inv[r] = (float)(1.0 / exp_sum(score + r * ld, nk[r]));
+                attend_tab[f16][nr - 1](orow, score, ld, inv, (const char *)v + es * g * head_dim,
+                                        kv_dim, nk, head_dim);
             }
         }
     }
+}
+
+/* The 32-element block formats against 8-bit activations where the CPU
+ * can (cpu_q8.c), everything else as bt_ops_exact. */
+static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                       int n_tok, const bt_scratch_t *s)
+{
+    if (bt_cpu_q8_supports(w->type, w->n_in))
+        bt_cpu_matmul_q8(out, w, x, n_tok, s);
+    else
+        exact_matmul(out, w, x, n_tok, s);
 }
 
 const bt_ops_t bt_ops_cpu = {
@@ -663,3 +766,25 @@ const bt_ops_t bt_ops_cpu = {
     .matmul = cpu_matmul,
     .attention = cpu_attention,
 };
+
+const bt_ops_t bt_ops_exact = {
+    .name = "exact",
+    .matmul = exact_matmul,
+    .attention = cpu_attention,
+};
+
+size_t bt_pack_bytes(const bt_matrix_t *w)
+{
+    return bt_cpu_q8_packed_bytes(w->type, w->n_in, w->n_out);
+}
+
+void bt_pack(const bt_matrix_t *w, void *dst) { bt_cpu_q8_pack(dst, w); }
+
+const bt_ops_t *bt_ops_by_name(const char *name)
+{
+    static const bt_ops_t *const all[] = {&bt_ops_cpu, &bt_ops_exact, &bt_ops_ref};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(all[i]->name, name) == 0)
+            return all[i];
+    return NULL;
+}

@@ -1,10 +1,14 @@
 /*
  * kernels.h: the math of a llama layer, behind one ops table.
  *
- * Kernels know nothing of files, models, MPI or stages. Each op exists
- * twice: a plain scalar reference (bt_ops_ref) and a fast path (bt_ops_cpu:
- * SIMD + OpenMP). Tests compare the two; `--ref-kernels` selects the
- * reference at run time. Callers hold a const bt_ops_t * and never call a
+ * Kernels know nothing of files, models, MPI or stages. Each op exists as
+ * a plain scalar reference (bt_ops_ref) and a fast path (bt_ops_exact:
+ * SIMD + OpenMP, the same math). bt_ops_cpu is bt_ops_exact except that
+ * the quantized formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)
+ * multiply against activations quantized to 8 bits per 32 elements, as
+ * llama.cpp does, where the CPU has AVX-512 VNNI: faster, and within a stated bound of the
+ * exact product (cpu_q8.c). Tests compare them; `--kernels` selects one
+ * at run time. Callers hold a const bt_ops_t * and never call a
  * backend directly, so a CUDA table can slot in later.
  *
  * Determinism (DESIGN.md invariant 1): every output element is reduced in an
@@ -33,6 +37,8 @@ typedef struct bt_matrix {
     int64_t n_in;
     int64_t n_out;
     uint64_t row_bytes;
+    const void *packed; /* NULL, or the same weights in bt_ops_cpu's packed layout
+                         * (bt_pack_bytes, bt_pack): faster, the same results */
 } bt_matrix_t;
 
 /* Per-thread work memory: thread i owns buf[i * per_thread, (i+1) * per_thread). */
@@ -62,15 +68,26 @@ typedef struct bt_ops {
      * K, V. q, out: [n_tok, n_head * head_dim]. k is stored transposed, one
      * row per (kv head, dim) over positions: key j of kv head g, dim d is
      * k[(g * head_dim + d) * k_stride + j]; v is [positions, n_head_kv *
-     * head_dim]. Query head h reads kv head h / (n_head / n_head_kv).
-     * Scale 1/sqrt(head_dim), softmax in f32. */
-    void (*attention)(float *restrict out, const float *restrict q, const float *restrict k,
-                      const float *restrict v, int n_tok, int pos0, int n_head, int n_head_kv,
+     * head_dim]. k and v elements are kv_type: BT_TYPE_F32 or BT_TYPE_F16
+     * (converted exactly as they are read). Query head h reads kv head
+     * h / (n_head / n_head_kv). Scale 1/sqrt(head_dim), softmax in f32. */
+    void (*attention)(float *restrict out, const float *restrict q, const void *k, const void *v,
+                      uint32_t kv_type, int n_tok, int pos0, int n_head, int n_head_kv,
                       int head_dim, int k_stride, const bt_scratch_t *s);
 } bt_ops_t;
 
 extern const bt_ops_t bt_ops_ref;
+extern const bt_ops_t bt_ops_exact;
 extern const bt_ops_t bt_ops_cpu;
+
+/* Bytes of W in bt_ops_cpu's packed layout (16 rows interleaved, for its
+ * 8-bit activation path), 0 where there is none; bt_pack writes it to dst
+ * (64-byte aligned) for setting w->packed. Other tables ignore packed. */
+size_t bt_pack_bytes(const bt_matrix_t *w);
+void bt_pack(const bt_matrix_t *w, void *dst);
+
+/* The table called name ("cpu", "exact", "ref"), or NULL. */
+const bt_ops_t *bt_ops_by_name(const char *name);
 
 /* ---- element-wise and per-row kernels (one implementation: each output
  * element depends on its own row only, in a fixed order) ---- */

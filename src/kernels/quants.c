@@ -312,18 +312,6 @@ void bt_from_float_q8_0(void *restrict out, const float *restrict in, int64_t n)
 
 /* ---- Q4_K and Q5_K ---- */
 
-/* Sub-block j's 6-bit scale and min from the 12 packed bytes (types.h). */
-static void k_scale_min(const uint8_t *restrict s, int j, int *sc, int *m)
-{
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0xf) | (s[j - 4] >> 6) << 4;
-        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-    }
-}
-
 static void k_pack_scale_min(uint8_t *restrict s, const int *sc, const int *m)
 {
     memset(s, 0, BT_K_SCALE_SIZE);
@@ -340,7 +328,7 @@ void bt_k_steps(float *step, float *off, uint16_t hd, uint16_t hdmin, const uint
     const float d = bt_f16_to_f32(hd), dmin = bt_f16_to_f32(hdmin);
     for (int j = 0; j < BT_QK_K / 32; j++) {
         int sc, m;
-        k_scale_min(scales, j, &sc, &m);
+        bt_k_scale_min(scales, j, &sc, &m);
         step[j] = d * (float)sc;  /* exact: 11 bits times 6 */
         off[j] = dmin * (float)m; /* exact */
     }

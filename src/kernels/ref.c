@@ -27,9 +27,15 @@ static void ref_matmul(float *restrict out, const bt_matrix_t *w, const float *r
     }
 }
 
-static void ref_attention(float *restrict out, const float *restrict q, const float *restrict k,
-                          const float *restrict v, int n_tok, int pos0, int n_head, int n_head_kv,
-                          int head_dim, int k_stride, const bt_scratch_t *s)
+/* Element i of the cache, f32 or f16. */
+static float kv_at(const void *p, size_t i, uint32_t type)
+{
+    return type == BT_TYPE_F16 ? bt_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static void ref_attention(float *restrict out, const float *restrict q, const void *k,
+                          const void *v, uint32_t kv_type, int n_tok, int pos0, int n_head,
+                          int n_head_kv, int head_dim, int k_stride, const bt_scratch_t *s)
 {
     float *score = s->buf; /* [n_ctx] */
     const int group = n_head / n_head_kv;
@@ -41,11 +47,11 @@ static void ref_attention(float *restrict out, const float *restrict q, const fl
             const float *qh = q + ((size_t)t * n_head + h) * head_dim;
             const int kvh = h / group;
             float max = -INFINITY;
-            const float *kh = k + (size_t)kvh * head_dim * k_stride; /* [head_dim][k_stride] */
+            const size_t kh = (size_t)kvh * head_dim * k_stride; /* [head_dim][k_stride] */
             for (int j = 0; j < n_keys; j++) {
                 float dot = 0.0f;
                 for (int d = 0; d < head_dim; d++)
-                    dot += qh[d] * kh[(size_t)d * k_stride + j];
+                    dot += qh[d] * kv_at(k, kh + (size_t)d * k_stride + j, kv_type);
                 score[j] = dot * scale;
                 max = fmaxf(max, score[j]);
             }
@@ -59,7 +65,7 @@ static void ref_attention(float *restrict out, const float *restrict q, const fl
             for (int d = 0; d < head_dim; d++) {
                 float acc = 0.0f;
                 for (int j = 0; j < n_keys; j++)
-                    acc += score[j] * v[(size_t)j * kv_dim + (size_t)kvh * head_dim + d];
+                    acc += score[j] * kv_at(v, (size_t)j * kv_dim + (size_t)kvh * head_dim + d, kv_type);
                 oh[d] = acc * inv;
             }
         }

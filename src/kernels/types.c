@@ -3,6 +3,7 @@
 #include "types.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -172,17 +173,24 @@ bool bt_type_supported(uint32_t type)
     return ti != NULL && ti->to_float != NULL && ti->from_float != NULL;
 }
 
+/* The list is built once, by whichever thread asks first (pthread_once), so
+ * threads never see it half written. */
+static char supported_names[256];
+
+static void build_supported_names(void)
+{
+    size_t used = 0;
+    for (int t = 0; t < BT_TYPE_COUNT; t++)
+        if (bt_type_supported((uint32_t)t) && used < sizeof supported_names)
+            used += (size_t)snprintf(supported_names + used, sizeof supported_names - used,
+                                     "%s%s", used ? ", " : "", type_table[t].name);
+}
+
 const char *bt_type_supported_names(void)
 {
-    static char names[256];
-    if (names[0] == '\0') {
-        size_t used = 0;
-        for (int t = 0; t < BT_TYPE_COUNT; t++)
-            if (bt_type_supported((uint32_t)t) && used < sizeof names)
-                used += (size_t)snprintf(names + used, sizeof names - used, "%s%s",
-                                         used ? ", " : "", type_table[t].name);
-    }
-    return names;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, build_supported_names);
+    return supported_names;
 }
 
 int bt_type_from_name(const char *name)

@@ -223,4 +223,16 @@ const char *bt_dequant_simd_isa(void);
  * computes them. */
 void bt_k_steps(float *step, float *off, uint16_t d, uint16_t dmin, const uint8_t *scales);
 
+/* Sub-block j's 6-bit scale and min from the 12 packed bytes. */
+static inline void bt_k_scale_min(const uint8_t *restrict s, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xf) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
 #endif /* BT_KERNELS_TYPES_H */

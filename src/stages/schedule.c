@@ -70,6 +70,59 @@ static bt_status_t partition(bt_pipe_t *p, const bt_pipe_config_t *cfg)
     return BT_OK;
 }
 
+/* Bytes this rank allocates for a run: KV cache, activations and scratch
+ * (bt_forward_bytes), the last stage's logits, the transport's message
+ * slots, the trace, and the bound weights when they are read into memory
+ * (--mmap 0; mapped weights are page cache, which MemAvailable counts). */
+static uint64_t run_bytes(const bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx)
+{
+    const bt_hparams_t *hp = &p->model->hp;
+    uint64_t bytes =
+        bt_forward_bytes(p->model, n_ctx, cfg->max_tok, cfg->n_threads, cfg->kv_type);
+    if (cfg->no_mmap)
+        bytes += p->model->weight_bytes;
+    if (cfg->ops == &bt_ops_cpu)
+        bytes += bt_model_pack_bytes(p->model);
+    if (p->last)
+        bytes += (uint64_t)(cfg->all_logits ? cfg->max_tok : 1) * (uint64_t)hp->n_vocab *
+                 sizeof(float);
+    uint64_t msg = sizeof(bt_act_header_t) +
+                   (uint64_t)cfg->max_tok * (uint64_t)hp->n_embd * sizeof(float);
+    bytes += BT_TRANSPORT_SLOTS * ((msg + 63) / 64 * 64);
+    if (cfg->trace_events > 0)
+        bytes += (uint64_t)cfg->trace_events * sizeof(bt_event_t);
+    return bytes;
+}
+
+/* Before anything of the run is allocated (weights read in, cache,
+ * buffers): the ranks that share this node
+ * add up their run_bytes, and each compares the sum with the memory the
+ * node has available, so a context too large for the node is refused with
+ * the numbers instead of being met by the OOM killer half-way. Every rank
+ * of a node fails alike; bt_transport_agree reports one of them. */
+static bt_status_t check_node_memory(const bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx)
+{
+    uint64_t mine = run_bytes(p, cfg, n_ctx), node_need = mine;
+    int node_ranks = 1;
+    MPI_Comm node;
+    if (MPI_Comm_split_type(p->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Allreduce(&mine, &node_need, 1, MPI_UINT64_T, MPI_SUM, node);
+        MPI_Comm_size(node, &node_ranks);
+        MPI_Comm_free(&node);
+    }
+    char what[192];
+    if (node_ranks > 1)
+        snprintf(what, sizeof what, "the KV caches and buffers%s of the %d ranks on this node "
+                 "(%d positions, micro-batch %d; %.1f MiB on rank %d)",
+                 cfg->no_mmap ? " and weights" : "", node_ranks, n_ctx, cfg->max_tok,
+                 (double)mine / 1048576.0, p->rank);
+    else
+        snprintf(what, sizeof what, "the KV cache and buffers%s (%d positions, micro-batch %d)",
+                 cfg->no_mmap ? " and weights" : "", n_ctx, cfg->max_tok);
+    return bt_mem_check(what, node_need);
+}
+
 bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cfg)
 {
     *p = (bt_pipe_t){.comm = comm,
@@ -95,14 +148,19 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
         goto fail;
 
     st = bt_model_bind(p->model, p->bounds[p->rank], p->bounds[p->rank + 1], p->first, p->last);
-    if (st == BT_OK)
-        st = bt_model_place_weights(p->model, !cfg->no_mmap);
     if ((st = bt_transport_agree(p->comm, st)))
         goto fail;
-
     const int train = p->model->hp.n_ctx_train;
     const int n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : train < BT_DEFAULT_CTX ? train : BT_DEFAULT_CTX;
-    st = bt_forward_init(p->model, cfg->ops, n_ctx, cfg->max_tok, cfg->n_threads, &p->fwd);
+    if ((st = bt_transport_agree(p->comm, check_node_memory(p, cfg, n_ctx))))
+        goto fail;
+    st = bt_model_place_weights(p->model, !cfg->no_mmap);
+    if (st == BT_OK && cfg->ops == &bt_ops_cpu)
+        st = bt_model_pack(p->model);
+    if ((st = bt_transport_agree(p->comm, st)))
+        goto fail;
+    st = bt_forward_init(p->model, cfg->ops, n_ctx, cfg->max_tok, cfg->n_threads, cfg->kv_type,
+                         &p->fwd);
     if (st == BT_OK && p->last) {
         size_t rows = cfg->all_logits ? (size_t)cfg->max_tok : 1;
         p->logits = malloc(rows * (size_t)p->model->hp.n_vocab * sizeof(float));
@@ -371,7 +429,8 @@ bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb, bool 
         if (print)
             bt_log_info("bubble: measured %.1f%% (idle share of stage time over %.3f s), "
                     "ideal (S-1)/(M+S-1) = %.1f%% for S=%d, M=%d",
-                    100 * bubble, span, 100.0 * (S - 1) / (n_mb + S - 1), S, n_mb);
+                    100 * bubble, span,
+                    n_mb + S - 1 > 0 ? 100.0 * (S - 1) / (n_mb + S - 1) : 0.0, S, n_mb);
         if (path != NULL)
             st = bt_trace_write_json(path, all, counts, S);
     }
@@ -404,14 +463,15 @@ void bt_pipe_report_memory(bt_pipe_t *p)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double mine[2] = {(double)p->model->weight_bytes, (double)ru.ru_maxrss * 1024.0};
+    double mine[3] = {(double)p->model->weight_bytes, (double)p->model->packed_bytes,
+                      (double)ru.ru_maxrss * 1024.0};
     double *all = p->rank == 0 ? malloc(sizeof mine * (size_t)p->n_stages) : NULL;
-    MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, p->comm);
+    MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, p->comm);
     if (p->rank == 0) {
         for (int r = 0; r < p->n_stages; r++)
-            bt_log_info("rank %d: layers %d-%d, weights %.1f MiB, peak RSS %.1f MiB", r,
-                        p->bounds[r], p->bounds[r + 1] - 1, all[2 * r] / 1048576.0,
-                        all[2 * r + 1] / 1048576.0);
+            bt_log_info("rank %d: layers %d-%d, weights %.1f MiB (%.1f MiB packed), peak RSS "
+                        "%.1f MiB", r, p->bounds[r], p->bounds[r + 1] - 1, all[3 * r] / 1048576.0,
+                        all[3 * r + 1] / 1048576.0, all[3 * r + 2] / 1048576.0);
         free(all);
     }
 }

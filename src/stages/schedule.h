@@ -55,6 +55,7 @@ typedef struct bt_pipe_config {
                            * instead of the greedy pick */
     int trace_events;     /* capacity of the per-rank trace (0: no trace) */
     bool no_mmap;         /* read the bound weights into memory instead of mapping them */
+    uint32_t kv_type;     /* KV cache elements: BT_TYPE_F32 (0, the default) or BT_TYPE_F16 */
 } bt_pipe_config_t;
 
 /* Called on the last stage with logits rows [n_rows, n_vocab] for the

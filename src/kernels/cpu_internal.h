@@ -1,0 +1,37 @@
+/*
+ * cpu_internal.h: what the CPU kernel files share; not for callers (they
+ * use the ops tables in kernels.h).
+ */
+#ifndef BT_CPU_INTERNAL_H
+#define BT_CPU_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "kernels.h"
+
+/* Work (multiply-adds) below which a kernel runs on the calling thread:
+ * waking a team costs tens of microseconds on a busy or virtualized
+ * machine, more than a small matrix-vector product takes. Which thread
+ * computes an element never changes its value, so this is only speed. */
+#define BT_PARALLEL_MIN_WORK (1 << 18)
+
+static inline int bt_team_size(const bt_scratch_t *s, double work)
+{
+    return work >= BT_PARALLEL_MIN_WORK ? s->n_threads : 1;
+}
+
+/* cpu_q8.c: whether bt_cpu_matmul_q8 takes W (a quantized format, rows a
+ * whole number of 64 elements, a CPU with AVX-512 VNNI), and the product
+ * with activations quantized to 8 bits per 32-element block. */
+bool bt_cpu_q8_supports(uint32_t type, int64_t n_in);
+void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                      int n_tok, const bt_scratch_t *s);
+
+/* The bytes of W (n_in x n_out of type) in the packed layout that
+ * bt_cpu_matmul_q8 reads when w->packed is set, 0 for types without one;
+ * and the packing of W into dst (64-byte aligned). Packed or not, the
+ * product has the same bits. */
+size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out);
+void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w);
+
+#endif /* BT_CPU_INTERNAL_H */

@@ -1,0 +1,723 @@
+/*
+ * cpu_q8.c: matmul of the quantized formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q4_K, Q5_K, Q6_K) against activations quantized to 8 bits, with AVX-512
+ * VNNI integer dot products. This is how llama.cpp's CPU backend computes
+ * these formats (it quantizes the activations per 256 for the K formats;
+ * here always per 32); it is bt_ops_cpu's path for them where the CPU has
+ * VNNI, while bt_ops_exact keeps f32 activations.
+ *
+ * Activations: each token's row is cut into blocks of 32, each stored as
+ * int8 q = round(x / d) with d = max|x| / 127 (q = 0 where the block is
+ * all zero). Every element of a block then carries an error of at most
+ * d / 2, so |y - y_exact| <= sum over blocks of d / 2 * sum |w|, which is
+ * what the tests hold this path to.
+ *
+ * Weights, as unsigned bytes u = q + c where the format's value is
+ * d_w * (u - c) (+ m for the formats with a minimum): c = 8 (Q4_0), 16
+ * (Q5_0), 32 (Q6_K), 128 (Q8_0, whose signed q is flipped to q + 128), 0
+ * (Q4_1, Q5_1, Q4_K, Q5_K). d_w and m are per 32 elements (a K format's
+ * sub-block step and minimum), per 16 for Q6_K. For a block,
+ *   y += d_w * d_x * (sum u * q_x - c * sum q_x) + m * d_x * sum q_x,
+ * the sums exact in integers (vpdpbusd: 4 products per 32-bit lane), the
+ * float part one fixed sequence per output (see "the product" below),
+ * whichever tile, thread, batch size or weight layout computes it, so
+ * invariant 1 holds and one token gives the bits a batch gives.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "cpu_internal.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__F16C__)
+#include <immintrin.h>
+
+/* Tokens quantized at once (per thread): with the block scales and sums
+ * that is 48 bytes per column, inside the BT_MATMUL_ROWS floats per column
+ * the scratch gives. */
+#define Q8_TOKENS 32
+
+typedef struct {
+    const int8_t *q;       /* [Q8_TOKENS][n_in] */
+    const float *d;        /* [Q8_TOKENS][n_in / 32] */
+    const int32_t *isum;   /* [Q8_TOKENS][n_in / 32]: sum of each block's q */
+    const int32_t *isum16; /* [Q8_TOKENS][n_in / 16]: sum of each half block's q */
+} q8_rows_t;
+
+static void quantize_rows(int8_t *restrict q, float *restrict d, int32_t *restrict isum,
+                          int32_t *restrict isum16, const float *restrict x, int n_tok,
+                          int64_t n_in)
+{
+    const int64_t nb = n_in / 32;
+    for (int t = 0; t < n_tok; t++)
+        for (int64_t b = 0; b < nb; b++) {
+            const float *xb = x + (size_t)t * n_in + 32 * b;
+            const __m512 lo = _mm512_loadu_ps(xb), hi = _mm512_loadu_ps(xb + 16);
+            const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo),
+                                                                  _mm512_abs_ps(hi)));
+            const float db = amax / 127.0f;
+            const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            /* round to nearest (even): |x * inv| <= 127 */
+            const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, inv));
+            const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, inv));
+            int8_t *qb = q + (size_t)t * n_in + 32 * b;
+            _mm_storeu_si128((__m128i *)qb, _mm512_cvtsepi32_epi8(qlo));
+            _mm_storeu_si128((__m128i *)(qb + 16), _mm512_cvtsepi32_epi8(qhi));
+            d[(size_t)t * nb + b] = db;
+            const int32_t h0 = _mm512_reduce_add_epi32(qlo), h1 = _mm512_reduce_add_epi32(qhi);
+            isum16[((size_t)t * nb + b) * 2] = h0;
+            isum16[((size_t)t * nb + b) * 2 + 1] = h1;
+            isum[(size_t)t * nb + b] = h0 + h1;
+        }
+}
+
+/* ---- the weights of a block pair, unpacked ---- */
+
+/* Blocks b and b + 1 of a weight row: the 64 unsigned bytes u in element
+ * order, the scale of each 16-element quarter (d[0] = d[1] and d[2] = d[3]
+ * except for Q6_K) and the minimum of each block (formats with one). */
+typedef struct {
+    __m512i u;
+    float d[4], m[2];
+} wpair_t;
+
+static inline void pair(float *d, float a, float b)
+{
+    d[0] = d[1] = a;
+    d[2] = d[3] = b;
+}
+
+/* Low and high nibbles of 16 bytes a and 16 bytes b as 64 bytes in element
+ * order: a's low nibbles are its elements 0-15, its high nibbles 16-31. */
+static inline __m512i nibbles2(const uint8_t *a, const uint8_t *b)
+{
+    const __m256i ab = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)b),
+                                        _mm_loadu_si128((const __m128i *)a));
+    const __m256i m = _mm256_set1_epi8(0x0f);
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(ab, m)),
+                                         _mm256_and_si256(_mm256_srli_epi16(ab, 4), m), 1);
+    /* [a lo, b lo, a hi, b hi] -> [a lo, a hi, b lo, b hi] */
+    return _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* Bit 4 of each element of two Q5 blocks, from their qh words. */
+static inline __m512i q5_high(const uint8_t *qha, const uint8_t *qhb)
+{
+    uint32_t a, b;
+    memcpy(&a, qha, 4);
+    memcpy(&b, qhb, 4);
+    return _mm512_maskz_mov_epi8((__mmask64)a | (__mmask64)b << 32, _mm512_set1_epi8(16));
+}
+
+/* Q4_K / Q5_K: the steps (d * scale) and minimums (-dmin * min) of
+ * sub-blocks j, j + 1, as bt_k_steps computes them. */
+static inline void k_pair(wpair_t *p, uint16_t hd, uint16_t hdmin, const uint8_t *scales, int j)
+{
+    const float dd = _cvtsh_ss(hd), dm = _cvtsh_ss(hdmin);
+    int s0, m0, s1, m1;
+    bt_k_scale_min(scales, j, &s0, &m0);
+    bt_k_scale_min(scales, j + 1, &s1, &m1);
+    pair(p->d, dd * (float)s0, dd * (float)s1);
+    p->m[0] = -(dm * (float)m0);
+    p->m[1] = -(dm * (float)m1);
+}
+
+/* 32 bytes of packed nibbles holding two 32-element sub-blocks (the low
+ * nibbles the first, the high the second), in element order. */
+static inline __m512i nibbles_k(const uint8_t *q)
+{
+    const __m256i v = _mm256_loadu_si256((const __m256i *)q), m = _mm256_set1_epi8(0x0f);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, m)),
+                              _mm256_and_si256(_mm256_srli_epi16(v, 4), m), 1);
+}
+
+/* Bit `bit` of 32 bytes as 16 where set, for the first sub-block, and
+ * bit `bit` + 1 for the second. */
+static inline __m512i high_k(const uint8_t *qh, int bit)
+{
+    const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+    const __mmask64 lo = _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << bit)));
+    const __mmask64 hi = _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (bit + 1))));
+    return _mm512_maskz_mov_epi8(lo | hi << 32, _mm512_set1_epi8(16));
+}
+
+/* Q6_K groups g, g + 1 (32 elements each) of half h: 6-bit q = low 4 bits
+ * from ql (high nibbles for groups 2, 3) | 2 bits of qh << 4; the scales of
+ * their four 16-element sub-blocks. */
+static inline void q6k_pair(const bt_block_q6_k_t *w, int h, int g, wpair_t *p)
+{
+    __m256i q[2];
+    for (int k = 0; k < 2; k++) {
+        const int gg = g + k;
+        const __m256i l = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32 * (gg & 1)));
+        const __m256i lo = _mm256_and_si256(gg >= 2 ? _mm256_srli_epi16(l, 4) : l,
+                                            _mm256_set1_epi8(0x0f));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * gg), _mm256_set1_epi8(3));
+        q[k] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)); /* 2 bits << 4 stay in the byte */
+    }
+    p->u = _mm512_inserti64x4(_mm512_castsi256_si512(q[0]), q[1], 1);
+    const float d = _cvtsh_ss(w->d);
+    for (int i = 0; i < 4; i++)
+        p->d[i] = d * (float)w->scales[8 * h + 2 * g + i];
+}
+
+static inline __attribute__((always_inline)) wpair_t wpair(const uint8_t *row, int64_t b,
+                                                          const uint32_t type)
+{
+    wpair_t p;
+    switch (type) {
+    case BT_TYPE_Q4_0: {
+        const bt_block_q4_0_t *w = (const bt_block_q4_0_t *)row + b;
+        p.u = nibbles2(w[0].qs, w[1].qs);
+        pair(p.d, _cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
+        break;
+    }
+    case BT_TYPE_Q4_1: {
+        const bt_block_q4_1_t *w = (const bt_block_q4_1_t *)row + b;
+        p.u = nibbles2(w[0].qs, w[1].qs);
+        pair(p.d, _cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
+        p.m[0] = _cvtsh_ss(w[0].m);
+        p.m[1] = _cvtsh_ss(w[1].m);
+        break;
+    }
+    case BT_TYPE_Q5_0: {
+        const bt_block_q5_0_t *w = (const bt_block_q5_0_t *)row + b;
+        p.u = _mm512_or_si512(nibbles2(w[0].qs, w[1].qs), q5_high(w[0].qh, w[1].qh));
+        pair(p.d, _cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
+        break;
+    }
+    case BT_TYPE_Q5_1: {
+        const bt_block_q5_1_t *w = (const bt_block_q5_1_t *)row + b;
+        p.u = _mm512_or_si512(nibbles2(w[0].qs, w[1].qs), q5_high(w[0].qh, w[1].qh));
+        pair(p.d, _cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
+        p.m[0] = _cvtsh_ss(w[0].m);
+        p.m[1] = _cvtsh_ss(w[1].m);
+        break;
+    }
+    case BT_TYPE_Q4_K: {
+        const bt_block_q4_k_t *w = (const bt_block_q4_k_t *)row + b / 8;
+        const int c = (int)(b % 8) / 2;
+        p.u = nibbles_k(w->qs + 32 * c);
+        k_pair(&p, w->d, w->dmin, w->scales, 2 * c);
+        break;
+    }
+    case BT_TYPE_Q5_K: {
+        const bt_block_q5_k_t *w = (const bt_block_q5_k_t *)row + b / 8;
+        const int c = (int)(b % 8) / 2;
+        p.u = _mm512_or_si512(nibbles_k(w->qs + 32 * c), high_k(w->qh, 2 * c));
+        k_pair(&p, w->d, w->dmin, w->scales, 2 * c);
+        break;
+    }
+    case BT_TYPE_Q6_K: {
+        const bt_block_q6_k_t *w = (const bt_block_q6_k_t *)row + b / 8;
+        q6k_pair(w, (int)(b % 8) / 4, (int)(b % 4), &p);
+        break;
+    }
+    default: { /* Q8_0 */
+        const bt_block_q8_0_t *w = (const bt_block_q8_0_t *)row + b;
+        const __m512i q = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)w[0].qs)),
+            _mm256_loadu_si256((const __m256i *)w[1].qs), 1);
+        p.u = _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
+        pair(p.d, _cvtsh_ss(w[0].d), _cvtsh_ss(w[1].d));
+        break;
+    }
+    }
+    return p;
+}
+
+/* c, where the format's q is u - c: as a shift */
+static inline int offset_shift(const uint32_t type)
+{
+    return type == BT_TYPE_Q4_0 ? 3 : type == BT_TYPE_Q5_0 ? 4 : type == BT_TYPE_Q6_K ? 5
+         : type == BT_TYPE_Q8_0 ? 7 : -1;
+}
+
+static inline bool has_min(const uint32_t type)
+{
+    return type == BT_TYPE_Q4_1 || type == BT_TYPE_Q5_1 || type == BT_TYPE_Q4_K ||
+           type == BT_TYPE_Q5_K;
+}
+
+/* ---- the product: one fixed sequence per output ----
+ *
+ * For output (r, t), over the blocks b in order, with S the exact integer
+ * sum of u * q_x - c * q_x over a scale group (the block, or each of its
+ * 16-element halves for Q6_K):
+ *   acc = fma((float)S, d_w * d_x, acc)        per scale group, in order
+ *   acc = fma((float)isum_x, m * d_x, acc)     formats with a minimum
+ * starting from 0. Both paths below compute exactly this: the direct one
+ * per row from the GGUF blocks (8 lanes of vpdpbusd per block, summed in
+ * integers), the packed one for 16 rows at once from bt_cpu_q8_pack's
+ * layout (one lane per row). */
+
+static inline __attribute__((always_inline)) float
+block_terms(float acc, __m512i v, const wpair_t *wp, float dx0, float dx1, int32_t is0,
+            int32_t is1, const uint32_t type)
+{
+    /* sums of 4 lanes (16 elements) in every lane of each 128-bit quarter */
+    __m512i a = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+    a = _mm512_add_epi32(a, _mm512_shuffle_epi32(a, _MM_PERM_BADC));
+    if (type == BT_TYPE_Q6_K) {
+        int32_t q[16];
+        _mm512_storeu_si512(q, a);
+        acc = fmaf((float)q[0], wp->d[0] * dx0, acc);
+        acc = fmaf((float)q[4], wp->d[1] * dx0, acc);
+        acc = fmaf((float)q[8], wp->d[2] * dx1, acc);
+        return fmaf((float)q[12], wp->d[3] * dx1, acc);
+    }
+    a = _mm512_add_epi32(a, _mm512_shuffle_i32x4(a, a, _MM_SHUFFLE(2, 3, 0, 1)));
+    const int32_t s0 = _mm512_cvtsi512_si32(a);
+    const int32_t s1 = _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(a, 2));
+    acc = fmaf((float)s0, wp->d[0] * dx0, acc);
+    if (has_min(type))
+        acc = fmaf((float)is0, wp->m[0] * dx0, acc);
+    acc = fmaf((float)s1, wp->d[2] * dx1, acc);
+    if (has_min(type))
+        acc = fmaf((float)is1, wp->m[1] * dx1, acc);
+    return acc;
+}
+
+/* out[t * ldo + r] for R rows (row_bytes apart) and T tokens of xq, over
+ * nb 32-blocks (nb even), straight from the blocks. R, T and type are
+ * constants after inlining. */
+static inline __attribute__((always_inline)) void
+tile_q8(float *restrict out, size_t ldo, const uint8_t *w, size_t row_bytes, q8_rows_t xq,
+        int64_t n_in, const int R, const int T, const uint32_t type)
+{
+    const int64_t nb = n_in / 32;
+    const int sh = offset_shift(type);
+    const __m512i ones = _mm512_set1_epi8(1);
+    float acc[4][4] = {{0}};
+    /* the row group two ahead, a slice per block (as the exact GEMV does:
+     * interleaved row streams outrun the hardware prefetcher) */
+    const char *ahead = (const char *)w + 8 * row_bytes;
+    const size_t slice = (4 * row_bytes + (size_t)nb - 1) / (size_t)nb;
+    for (int64_t b = 0; b < nb; b += 2) {
+        for (size_t o = 0; o < 2 * slice; o += 64)
+            _mm_prefetch(ahead + (size_t)b * slice + o, _MM_HINT_T0);
+        __m512i xv[4], base[4];
+        for (int t = 0; t < T; t++) {
+            xv[t] = _mm512_loadu_si512(xq.q + (size_t)t * n_in + 32 * b);
+            /* - c * the lane sums of q_x start the integer sums */
+            base[t] = _mm512_setzero_si512();
+            if (sh >= 0)
+                base[t] = _mm512_sub_epi32(
+                    base[t], _mm512_slli_epi32(_mm512_dpbusd_epi32(base[t], ones, xv[t]), sh));
+        }
+        for (int r = 0; r < R; r++) {
+            const wpair_t wp = wpair(w + (size_t)r * row_bytes, b, type);
+            for (int t = 0; t < T; t++) {
+                const size_t xb = (size_t)t * nb + b;
+                acc[r][t] = block_terms(acc[r][t], _mm512_dpbusd_epi32(base[t], wp.u, xv[t]), &wp,
+                                        xq.d[xb], xq.d[xb + 1], xq.isum[xb], xq.isum[xb + 1],
+                                        type);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++)
+            out[t * ldo + r] = acc[r][t];
+}
+
+typedef void (*tile_q8_fn)(float *restrict, size_t, const uint8_t *, size_t, q8_rows_t, int64_t);
+
+#define TILE_Q8(ty, R, T)                                                                      \
+    static void tq_##ty##_##R##_##T(float *restrict o, size_t ldo, const uint8_t *w, size_t rb, \
+                                    q8_rows_t x, int64_t n)                                     \
+    {                                                                                           \
+        tile_q8(o, ldo, w, rb, x, n, R, T, BT_TYPE_##ty);                                       \
+    }
+#define TILE_Q8_ROW(ty, R) TILE_Q8(ty, R, 1) TILE_Q8(ty, R, 2) TILE_Q8(ty, R, 3) TILE_Q8(ty, R, 4)
+#define TILE_Q8_TYPE(ty) TILE_Q8_ROW(ty, 1) TILE_Q8_ROW(ty, 4)
+#define TILES_Q8(ty)                                                                           \
+    {{tq_##ty##_1_1, tq_##ty##_1_2, tq_##ty##_1_3, tq_##ty##_1_4},                              \
+     {tq_##ty##_4_1, tq_##ty##_4_2, tq_##ty##_4_3, tq_##ty##_4_4}}
+TILE_Q8_TYPE(Q4_0)
+TILE_Q8_TYPE(Q4_1)
+TILE_Q8_TYPE(Q5_0)
+TILE_Q8_TYPE(Q5_1)
+TILE_Q8_TYPE(Q8_0)
+TILE_Q8_TYPE(Q4_K)
+TILE_Q8_TYPE(Q5_K)
+TILE_Q8_TYPE(Q6_K)
+
+/* [type][1 row, 4 rows][tokens - 1] */
+static const tile_q8_fn tiles_q8[8][2][4] = {
+    TILES_Q8(Q4_0), TILES_Q8(Q4_1), TILES_Q8(Q5_0), TILES_Q8(Q5_1),
+    TILES_Q8(Q8_0), TILES_Q8(Q4_K), TILES_Q8(Q5_K), TILES_Q8(Q6_K),
+};
+
+static int type_index(uint32_t type)
+{
+    switch (type) {
+    case BT_TYPE_Q4_0: return 0;
+    case BT_TYPE_Q4_1: return 1;
+    case BT_TYPE_Q5_0: return 2;
+    case BT_TYPE_Q5_1: return 3;
+    case BT_TYPE_Q8_0: return 4;
+    case BT_TYPE_Q4_K: return 5;
+    case BT_TYPE_Q5_K: return 6;
+    case BT_TYPE_Q6_K: return 7;
+    default: return -1;
+    }
+}
+
+bool bt_cpu_q8_supports(uint32_t type, int64_t n_in)
+{
+    return type_index(type) >= 0 && n_in % 64 == 0; /* K rows: always whole 256-blocks */
+}
+
+/* ---- the packed layout: 16 rows interleaved ----
+ *
+ * Q4_0, Q4_1, Q8_0, Q4_K, Q6_K. Rows in panels of 16 (the last padded with
+ * zero rows). Per panel, per 32-block:
+ *   nibble formats (Q4_0, Q4_1, Q4_K): 4 vectors of 64 bytes, vector j =
+ *     for each row r its 4 bytes holding elements 4j.. (low nibbles) and
+ *     16 + 4j.. (high nibbles);
+ *   byte formats (Q8_0: u = q + 128; Q6_K: u = q, 0..63): 8 vectors, vector
+ *     j = for each row its elements 4j .. 4j + 3;
+ * then the block's per-row scales: Q4_0 16 f16 d; Q4_1 16 f16 d, 16 f16 m;
+ * Q8_0 16 f16 d; Q4_K 16 bytes of 6-bit scale, 16 of 6-bit min; Q6_K 2 x 16
+ * int8 scales (the two 16-element halves). The K formats put each
+ * super-block's 16 f16 d (and Q4_K's 16 f16 dmin) before its 8 blocks.
+ * About the bytes of the blocks (Q6_K: 30% more). A row's 4 bytes times
+ * one token's 4 quantized activations is one vpdpbusd lane: a block's sum
+ * for 16 rows accumulates in integers before its single conversion. */
+
+static int packed_block_bytes(uint32_t type)
+{
+    switch (type) {
+    case BT_TYPE_Q4_0: return 4 * 64 + 32;
+    case BT_TYPE_Q4_1: return 4 * 64 + 64;
+    case BT_TYPE_Q8_0: return 8 * 64 + 32;
+    case BT_TYPE_Q4_K: return 4 * 64 + 32;
+    case BT_TYPE_Q6_K: return 8 * 64 + 32;
+    default: return 0;
+    }
+}
+
+/* Bytes per panel before each super-block of 8 blocks (K formats). */
+static int packed_super_bytes(uint32_t type)
+{
+    return type == BT_TYPE_Q4_K ? 64 : type == BT_TYPE_Q6_K ? 32 : 0;
+}
+
+/* Bytes of one panel's row of blocks (nb 32-blocks). */
+static size_t panel_bytes(uint32_t type, int64_t nb)
+{
+    return (size_t)nb * (size_t)packed_block_bytes(type) +
+           (size_t)(nb / 8) * (size_t)packed_super_bytes(type);
+}
+
+size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out)
+{
+    if (!bt_cpu_q8_supports(type, n_in) || packed_block_bytes(type) == 0)
+        return 0;
+    return (size_t)((n_out + 15) / 16) * panel_bytes(type, n_in / 32);
+}
+
+/* Row r's element k of 32-block b (its u, as the kernels read it). */
+static uint8_t element_u(const uint8_t *row, uint32_t type, int64_t b, int k)
+{
+    switch (type) {
+    case BT_TYPE_Q8_0: return (uint8_t)(((const bt_block_q8_0_t *)row)[b].qs[k] ^ 0x80);
+    case BT_TYPE_Q4_K: {
+        const bt_block_q4_k_t *w = (const bt_block_q4_k_t *)row + b / 8;
+        const int j = (int)(b % 8); /* sub-block: low nibbles of 32(j/2).. for even j */
+        const uint8_t q = w->qs[32 * (j / 2) + k];
+        return j % 2 ? q >> 4 : q & 0xf;
+    }
+    case BT_TYPE_Q6_K: {
+        const bt_block_q6_k_t *w = (const bt_block_q6_k_t *)row + b / 8;
+        const int h = (int)(b % 8) / 4, g = (int)(b % 4);
+        const uint8_t l = w->ql[64 * h + 32 * (g & 1) + k];
+        const uint8_t hb = (uint8_t)(w->qh[32 * h + k] >> (2 * g) & 3);
+        return (uint8_t)((g >= 2 ? l >> 4 : l & 0xf) | hb << 4);
+    }
+    default: { /* Q4_0 and Q4_1: element k of the block */
+        const uint8_t *qs = type == BT_TYPE_Q4_1 ? ((const bt_block_q4_1_t *)row)[b].qs
+                                                  : ((const bt_block_q4_0_t *)row)[b].qs;
+        return k < 16 ? qs[k] & 0xf : qs[k - 16] >> 4;
+    }
+    }
+}
+
+void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w)
+{
+    const uint32_t type = w->type;
+    const int64_t nb = w->n_in / 32, n_panels = (w->n_out + 15) / 16;
+    const int pb = packed_block_bytes(type), sb = packed_super_bytes(type);
+    const bool nib = type != BT_TYPE_Q8_0 && type != BT_TYPE_Q6_K;
+    memset(dst, 0, bt_cpu_q8_packed_bytes(type, w->n_in, w->n_out));
+    for (int64_t p = 0; p < n_panels; p++)
+        for (int r = 0; r < 16 && 16 * p + r < w->n_out; r++) {
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)(16 * p + r) * w->row_bytes;
+            uint8_t *o = dst + (size_t)p * panel_bytes(type, nb);
+            for (int64_t b = 0; b < nb; b++) {
+                if (sb && b % 8 == 0) { /* the super-block's d (and dmin) */
+                    uint16_t *sd = (uint16_t *)o;
+                    if (type == BT_TYPE_Q4_K) {
+                        const bt_block_q4_k_t *k = (const bt_block_q4_k_t *)row + b / 8;
+                        sd[r] = k->d;
+                        sd[16 + r] = k->dmin;
+                    } else {
+                        sd[r] = ((const bt_block_q6_k_t *)row + b / 8)->d;
+                    }
+                    o += sb;
+                }
+                for (int k = 0; k < 32; k++) {
+                    const uint8_t u = element_u(row, type, b, k);
+                    if (nib) /* byte 4j + i of row r: elements 4j + i and 16 + 4j + i */
+                        o[64 * (k % 16 / 4) + 4 * r + k % 4] |= (uint8_t)(k < 16 ? u : u << 4);
+                    else
+                        o[64 * (k / 4) + 4 * r + k % 4] = u;
+                }
+                uint8_t *sc = o + (nib ? 4 : 8) * 64;
+                switch (type) {
+                case BT_TYPE_Q4_0: ((uint16_t *)sc)[r] = ((const bt_block_q4_0_t *)row)[b].d; break;
+                case BT_TYPE_Q8_0: ((uint16_t *)sc)[r] = ((const bt_block_q8_0_t *)row)[b].d; break;
+                case BT_TYPE_Q4_1:
+                    ((uint16_t *)sc)[r] = ((const bt_block_q4_1_t *)row)[b].d;
+                    ((uint16_t *)sc)[16 + r] = ((const bt_block_q4_1_t *)row)[b].m;
+                    break;
+                case BT_TYPE_Q4_K: {
+                    int scale, min;
+                    bt_k_scale_min(((const bt_block_q4_k_t *)row + b / 8)->scales, (int)(b % 8),
+                                   &scale, &min);
+                    sc[r] = (uint8_t)scale;
+                    sc[16 + r] = (uint8_t)min;
+                    break;
+                }
+                default: { /* Q6_K: the halves' scales */
+                    const bt_block_q6_k_t *k = (const bt_block_q6_k_t *)row + b / 8;
+                    const int h = (int)(b % 8) / 4, g = (int)(b % 4);
+                    sc[r] = (uint8_t)k->scales[8 * h + 2 * g];
+                    sc[16 + r] = (uint8_t)k->scales[8 * h + 2 * g + 1];
+                    break;
+                }
+                }
+                o += pb;
+            }
+        }
+}
+
+static inline __m512i bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* One panel (16 rows) times T tokens: out[t * ldo + i] for i < nr. */
+static inline __attribute__((always_inline)) void
+panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t xq, int64_t n_in,
+         const int T, const uint32_t type)
+{
+    const int64_t nb = n_in / 32;
+    const bool nib = type != BT_TYPE_Q8_0 && type != BT_TYPE_Q6_K;
+    const bool q6k = type == BT_TYPE_Q6_K;
+    const int pb = packed_block_bytes(type), sb = packed_super_bytes(type), nv = nib ? 4 : 8;
+    const int sh = offset_shift(type);
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    __m512 acc[8], dsup = _mm512_setzero_ps(), msup = _mm512_setzero_ps();
+    for (int t = 0; t < T; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, pw += pb) {
+        if (sb && b % 8 == 0) {
+            dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pw));
+            if (type == BT_TYPE_Q4_K)
+                msup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pw + 32)));
+            pw += sb;
+        }
+        /* integer sums: per token one (two for Q6_K's halves), started at
+         * - c * the sum of q_x they cover */
+        __m512i s[8], s2[8];
+        for (int t = 0; t < T; t++) {
+            const size_t xb = (size_t)t * nb + b;
+            if (q6k) {
+                s[t] = _mm512_set1_epi32(-(xq.isum16[2 * xb] << sh));
+                s2[t] = _mm512_set1_epi32(-(xq.isum16[2 * xb + 1] << sh));
+            } else {
+                s[t] = _mm512_set1_epi32(sh >= 0 ? -(xq.isum[xb] << sh) : 0);
+            }
+        }
+        for (int j = 0; j < nv; j++) {
+            const __m512i v = _mm512_loadu_si512(pw + 64 * j);
+            if (!nib) {
+                for (int t = 0; t < T; t++) {
+                    const __m512i x = bcast4(xq.q + (size_t)t * n_in + 32 * b + 4 * j);
+                    if (q6k && j >= 4)
+                        s2[t] = _mm512_dpbusd_epi32(s2[t], v, x);
+                    else
+                        s[t] = _mm512_dpbusd_epi32(s[t], v, x);
+                }
+            } else {
+                const __m512i lo = _mm512_and_si512(v, low);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+                for (int t = 0; t < T; t++) {
+                    const int8_t *x = xq.q + (size_t)t * n_in + 32 * b + 4 * j;
+                    s[t] = _mm512_dpbusd_epi32(s[t], lo, bcast4(x));
+                    s[t] = _mm512_dpbusd_epi32(s[t], hi, bcast4(x + 16));
+                }
+            }
+        }
+        /* the rows' scales (and minimums) of this block, as wpair gives them */
+        const uint8_t *sc = pw + 64 * nv;
+        __m512 dw, dw2 = _mm512_setzero_ps(), m = _mm512_setzero_ps();
+        if (type == BT_TYPE_Q4_K) {
+            const __m128i b8 = _mm_loadu_si128((const __m128i *)sc);
+            const __m128i m8 = _mm_loadu_si128((const __m128i *)(sc + 16));
+            dw = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b8)));
+            m = _mm512_sub_ps(_mm512_setzero_ps(),
+                              _mm512_mul_ps(msup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m8))));
+        } else if (q6k) {
+            const __m128i a8 = _mm_loadu_si128((const __m128i *)sc);
+            const __m128i b8 = _mm_loadu_si128((const __m128i *)(sc + 16));
+            dw = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(a8)));
+            dw2 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b8)));
+        } else {
+            dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
+            if (has_min(type))
+                m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32)));
+        }
+        for (int t = 0; t < T; t++) {
+            const size_t xb = (size_t)t * nb + b;
+            const __m512 dx = _mm512_set1_ps(xq.d[xb]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, dx), acc[t]);
+            if (q6k)
+                acc[t] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2[t]), _mm512_mul_ps(dw2, dx), acc[t]);
+            if (has_min(type))
+                acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)xq.isum[xb]), _mm512_mul_ps(m, dx),
+                                         acc[t]);
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+    for (int t = 0; t < T; t++)
+        _mm512_mask_storeu_ps(out + (size_t)t * ldo, keep, acc[t]);
+}
+
+typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, q8_rows_t, int64_t);
+
+#define PANEL(ty, T)                                                                           \
+    static void pn_##ty##_##T(float *restrict o, size_t ldo, int nr, const uint8_t *pw,         \
+                              q8_rows_t x, int64_t n)                                           \
+    {                                                                                           \
+        panel_q8(o, ldo, nr, pw, x, n, T, BT_TYPE_##ty);                                        \
+    }
+#define PANELS(ty)                                                                             \
+    PANEL(ty, 1) PANEL(ty, 2) PANEL(ty, 3) PANEL(ty, 4) PANEL(ty, 5) PANEL(ty, 6)               \
+    PANEL(ty, 7) PANEL(ty, 8)
+PANELS(Q4_0)
+PANELS(Q4_1)
+PANELS(Q8_0)
+PANELS(Q4_K)
+PANELS(Q6_K)
+#define PANEL_ROW(ty)                                                                          \
+    {pn_##ty##_1, pn_##ty##_2, pn_##ty##_3, pn_##ty##_4, pn_##ty##_5, pn_##ty##_6,             \
+     pn_##ty##_7, pn_##ty##_8}
+
+static const panel_fn *panels_for(uint32_t type)
+{
+    static const panel_fn q4_0[8] = PANEL_ROW(Q4_0), q4_1[8] = PANEL_ROW(Q4_1),
+                          q8_0[8] = PANEL_ROW(Q8_0), q4_k[8] = PANEL_ROW(Q4_K),
+                          q6_k[8] = PANEL_ROW(Q6_K);
+    switch (type) {
+    case BT_TYPE_Q4_0: return q4_0;
+    case BT_TYPE_Q4_1: return q4_1;
+    case BT_TYPE_Q4_K: return q4_k;
+    case BT_TYPE_Q6_K: return q6_k;
+    default: return q8_0;
+    }
+}
+
+/* Each thread takes a contiguous share of the rows (panels of 16 when
+ * packed, groups of 4 otherwise) and, for each chunk of Q8_TOKENS tokens,
+ * quantizes the chunk into its own scratch (repeating n_tok * n_in work
+ * per thread, nothing next to the product's n_tok * n_in * n_out), then
+ * multiplies its rows with it. */
+void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                      int n_tok, const bt_scratch_t *s)
+{
+    const int64_t n_in = w->n_in, n_out = w->n_out, nb = n_in / 32;
+    const bool packed = w->packed != NULL;
+    const int rows_per = packed ? 16 : 4;
+    const int64_t n_groups = (n_out + rows_per - 1) / rows_per;
+    const size_t rb = w->row_bytes;
+    const tile_q8_fn(*tiles)[4] = tiles_q8[type_index(w->type)];
+    const panel_fn *panels = packed ? panels_for(w->type) : NULL;
+    const size_t pstride = packed ? panel_bytes(w->type, nb) : 0;
+    const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
+#pragma omp parallel num_threads(team) if (team > 1)
+    {
+        const int nth = omp_get_num_threads(), me = omp_get_thread_num();
+        const int64_t g0 = n_groups * me / nth, g1 = n_groups * (me + 1) / nth;
+        /* scratch: the quantized chunk, Q8_TOKENS x (n_in + 16 n_in / 32)
+         * bytes, inside the 16 n_in floats the scratch has */
+        int8_t *q = (int8_t *)(s->buf + (size_t)me * s->per_thread);
+        float *d = (float *)(q + (size_t)Q8_TOKENS * n_in);
+        int32_t *isum = (int32_t *)(d + (size_t)Q8_TOKENS * nb);
+        int32_t *isum16 = isum + (size_t)Q8_TOKENS * nb;
+        for (int t0 = 0; t0 < n_tok; t0 += Q8_TOKENS) {
+            const int nt = n_tok - t0 < Q8_TOKENS ? n_tok - t0 : Q8_TOKENS;
+            quantize_rows(q, d, isum, isum16, x + (size_t)t0 * n_in, nt, n_in);
+            for (int64_t g = g0; g < g1; g++) {
+                const int64_t r0 = rows_per * g;
+                const int nr = n_out - r0 < rows_per ? (int)(n_out - r0) : rows_per;
+                float *o = out + (size_t)t0 * n_out + r0;
+                if (packed) {
+                    const uint8_t *pw = (const uint8_t *)w->packed + (size_t)g * pstride;
+                    for (int t = 0; t < nt; t += 8) {
+                        const int tt = nt - t < 8 ? nt - t : 8;
+                        const q8_rows_t xt = {q + (size_t)t * n_in, d + (size_t)t * nb,
+                                              isum + (size_t)t * nb, isum16 + (size_t)t * 2 * nb};
+                        panels[tt - 1](o + (size_t)t * n_out, (size_t)n_out, nr, pw, xt, n_in);
+                    }
+                    continue;
+                }
+                const uint8_t *wr = (const uint8_t *)w->data + (size_t)r0 * rb;
+                for (int t = 0; t < nt; t += 4) {
+                    const int tt = nt - t < 4 ? nt - t : 4;
+                    const q8_rows_t xt = {q + (size_t)t * n_in, d + (size_t)t * nb,
+                                          isum + (size_t)t * nb, isum16 + (size_t)t * 2 * nb};
+                    float *ot = o + (size_t)t * n_out;
+                    if (nr == 4)
+                        tiles[1][tt - 1](ot, (size_t)n_out, wr, rb, xt, n_in);
+                    else
+                        for (int r = 0; r < nr; r++)
+                            tiles[0][tt - 1](ot + r, (size_t)n_out, wr + (size_t)r * rb, rb, xt,
+                                             n_in);
+                }
+            }
+        }
+    }
+}
+
+#else
+
+bool bt_cpu_q8_supports(uint32_t type, int64_t n_in)
+{
+    (void)type;
+    (void)n_in;
+    return false;
+}
+
+size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out)
+{
+    (void)type, (void)n_in, (void)n_out;
+    return 0;
+}
+
+void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w) { (void)dst, (void)w; }
+
+void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                      int n_tok, const bt_scratch_t *s)
+{
+    (void)out, (void)w, (void)x, (void)n_tok, (void)s;
+}
+
+#endif

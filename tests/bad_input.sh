@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# Bad input: every invocation in the table below must exit non-zero (not
+# through the timeout), print exactly one "error:" line that matches the
+# expected message (naming the value and the reason), and, when run under
+# mpirun, leave no rank behind. Covers baton, baton-bench and
+# baton-mkmodel on 1 rank and, for setup that is collective, 2 or more:
+# missing, empty, directory and truncated model files (cut at every section
+# boundary: header, KV metadata, tensor infos, alignment padding, tensor
+# data), a wrong architecture, head counts that do not divide, a context of
+# 0 or larger than memory allows, a prompt longer than the context, -n
+# negative, -ub larger than -b, more ranks than layers, -ts with zeros or
+# the wrong count, ranks that see different model files, unwritable and
+# foreign HDF5 files, 0 threads, and a non-numeric value for every numeric
+# flag. Ends with the table: invocation -> message.
+set -u
+bin=${BT_BUILDDIR:-$(pwd)}
+launcher=${MPIEXEC:-$(command -v mpirun || true)}
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+py=$(command -v python3 || true)
+if [ -z "$py" ]; then echo "SKIP: no python3 (makes the corrupted model files)"; exit 77; fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-bad-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+n=0
+ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
+bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+table="$tmp/table.md"
+printf '| # | ranks | invocation | exit | message |\n| ---: | ---: | --- | ---: | --- |\n' >"$table"
+
+# Processes still alive (not zombies) that carry this tag in their
+# environment: ranks an MPI run left behind.
+left_behind() {
+    local tag=$1 e p
+    for e in /proc/[0-9]*/environ; do
+        if grep -qsz "^BT_BAD_INPUT_TAG=$tag\$" "$e"; then
+            p=${e#/proc/}; p=${p%/environ}
+            case $(ps -o stat= -p "$p" 2>/dev/null) in ''|Z*) ;; *) echo "$p" ;; esac
+        fi
+    done
+}
+
+# fails NP REGEX PROGRAM ARGS...: NP 0 runs the program directly, NP >= 1
+# under mpirun with NP ranks (ARGS may hold ": -np 1 PROG ARGS" for MPMD).
+fails() {
+    local np=$1 re=$2
+    shift 2
+    n=$((n + 1))
+    local tag="$$-$n" rc ranks=$np left= a next=
+    local shown="$*"
+    shown=${shown//$bin\//}
+    [ -n "$smollm2" ] && shown=${shown//$smollm2/${smollm2##*/}}
+    shown=${shown//$tmp/\$TMP}
+    if [ "$np" -eq 0 ]; then
+        ranks=1
+        timeout -k 5 30 "$@" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+    else
+        shown="mpirun -np $np $shown"
+        for a in "$@"; do # MPMD: ": -np K PROG ..." adds K ranks
+            [ "$next" = 1 ] && ranks=$((ranks + a))
+            next=; [ "$a" = -np ] && next=1
+        done
+        BT_BAD_INPUT_TAG=$tag timeout -k 5 60 "$launcher" -np "$np" --oversubscribe \
+            --bind-to none --mca mpi_yield_when_idle 1 "$@" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        left=$(left_behind "$tag")
+    fi
+    local msg errors
+    errors=$(cat "$tmp/err" "$tmp/out" | grep -c 'error:')
+    msg=$(cat "$tmp/err" "$tmp/out" | grep -m1 'error:' | sed 's/^\[rank [0-9]*\] //')
+    msg=${msg//$tmp/\$TMP}
+    printf '| %d | %d | `%s` | %d | %s |\n' "$n" "$ranks" "$shown" "$rc" "${msg//|/\\|}" \
+        >>"$table"
+    if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ]; then
+        bad "$n $shown: exit $rc"; cat "$tmp/err"
+    elif [ "$errors" -ne 1 ]; then
+        bad "$n $shown: $errors error lines, want 1"; cat "$tmp/err"
+    elif ! grep -qE -- "$re" <<<"$msg"; then
+        bad "$n $shown: message does not match /$re/"; cat "$tmp/err"
+    elif [ -n "$left" ]; then
+        bad "$n $shown: rank(s) left running: $left"
+        kill -9 $left 2>/dev/null
+    else
+        ok "$n $shown"
+    fi
+}
+
+b="$bin/baton"
+bb="$bin/baton-bench"
+mk="$bin/baton-mkmodel"
+smollm2=${BT_SMOLLM2:-}
+m="$tmp/tiny.gguf"
+"$mk" --shape tiny --n-layer 4 -o "$m" >/dev/null 2>&1
+"$mk" --shape tiny --n-layer 4 --seed 2 -o "$tmp/other.gguf" >/dev/null 2>&1
+# KV cache of 16M positions x 8 layers x 512 wide: about 500 GB per rank
+"$mk" --n-layer 8 --n-embd 512 --n-head 4 --n-head-kv 4 --type q8_0 -o "$tmp/wide.gguf" \
+    >/dev/null 2>&1
+[ -f "$m" ] && [ -f "$tmp/other.gguf" ] && [ -f "$tmp/wide.gguf" ] ||
+    { echo "baton-mkmodel failed"; exit 1; }
+
+# ---- model files: what the GGUF reader and the model binding refuse ----
+"$py" - "$m" "$tmp" <<'PY'
+# Writes the corrupted copies: cut at every section boundary (and inside
+# the header), a wrong architecture, head counts that do not divide.
+import struct, sys
+src, out = sys.argv[1], sys.argv[2]
+d = bytearray(open(src, 'rb').read())
+o = 4
+def u(f):
+    global o
+    v = struct.unpack_from('<' + f, d, o)[0]; o += struct.calcsize('<' + f); return v
+def skip(t):
+    global o
+    if t == 8: k = u('Q'); o += k; return
+    if t == 9:
+        et, n = u('I'), u('Q')
+        for _ in range(n): skip(et)
+        return
+    o += {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t]
+u('I'); n_tensors = u('Q'); n_kv = u('Q'); header = o
+for _ in range(n_kv):
+    k = u('Q'); o += k; skip(u('I'))
+kv = o
+for _ in range(n_tensors):
+    k = u('Q'); o += k; k = u('I'); o += 8 * k + 4 + 8
+infos = o
+data = (o + 31) // 32 * 32   # baton-mkmodel writes the default alignment
+assert data > infos, 'no padding to cut at'
+cuts = {'in-header': 12, 'header': header, 'kv': kv, 'infos': infos, 'padding': data,
+        'data': data + (len(d) - data) // 2}
+for name, at in cuts.items():
+    open('%s/cut-%s.gguf' % (out, name), 'wb').write(d[:at])
+print('cut at bytes: ' + ', '.join('%s %d' % kv for kv in cuts.items()) + ' of %d' % len(d))
+def value_at(key):
+    k = key.encode()
+    i = d.find(struct.pack('<Q', len(k)) + k)
+    assert i >= 0, key
+    return i + 8 + len(k)
+def patched(name, fn):
+    e = bytearray(d); fn(e); open('%s/%s.gguf' % (out, name), 'wb').write(e)
+def set_u32(key, v):
+    def fn(e):
+        i = value_at(key); assert struct.unpack_from('<I', e, i)[0] == 4
+        struct.pack_into('<I', e, i + 4, v)
+    return fn
+def set_arch(e):
+    i = value_at('general.architecture')
+    assert struct.unpack_from('<IQ', e, i) == (8, 5)
+    e[i + 12:i + 17] = b'gemma'
+patched('arch', set_arch)
+patched('heads-kv', set_u32('llama.attention.head_count_kv', 3))  # 4 heads, 3 KV heads
+patched('heads', set_u32('llama.attention.head_count', 3))         # n_embd 64, 3 heads
+PY
+: >"$tmp/empty.gguf"
+
+fails 0 "nope.gguf: cannot open: No such file" "$b" -m "$tmp/nope.gguf" --tokens 1
+fails 0 "is a directory, not a GGUF file" "$b" -m "$tmp" --tokens 1
+fails 0 "empty.gguf: file is empty" "$b" -m "$tmp/empty.gguf" --tokens 1
+fails 0 "cut-in-header.gguf: truncated: .* at offset 8 but file has 12" "$b" \
+    -m "$tmp/cut-in-header.gguf" --tokens 1
+fails 0 "cut-header.gguf: tensor count [0-9]+ is impossible: 0 bytes follow the header" "$b" \
+    -m "$tmp/cut-header.gguf" --tokens 1
+fails 0 "cut-kv.gguf: .*(truncated|impossible)" "$b" -m "$tmp/cut-kv.gguf" --tokens 1
+fails 0 "cut-infos.gguf: .*(truncated|data|file has)" "$b" -m "$tmp/cut-infos.gguf" --tokens 1
+fails 0 "cut-padding.gguf: tensor '.*' ends at byte [0-9]+ but file has" "$b" \
+    -m "$tmp/cut-padding.gguf" --tokens 1
+fails 0 "cut-data.gguf: tensor '.*' ends at byte [0-9]+ but file has" "$bb" \
+    -m "$tmp/cut-data.gguf" -p 8 -n 0 -r 1
+fails 2 "cut-data.gguf: tensor '.*' ends at byte [0-9]+ but file has" "$b" \
+    -m "$tmp/cut-data.gguf" --tokens 1
+fails 0 "architecture 'gemma' is not supported \(only 'llama'\)" "$b" -m "$tmp/arch.gguf" --tokens 1
+fails 2 "head_count 4 is not a multiple of head_count_kv 3" "$b" -m "$tmp/heads-kv.gguf" --tokens 1
+fails 0 "embedding_length 64 is not a multiple of head_count 3" "$bb" -m "$tmp/heads.gguf" \
+    -p 8 -n 0 -r 1
+fails 0 "heads must divide" "$mk" --n-head 5 -o "$tmp/x.gguf"
+fails 0 "unknown model shape 'huge'" "$mk" --shape huge -o "$tmp/x.gguf"
+fails 0 "--type: 'q3'" "$mk" --type q3 -o "$tmp/x.gguf"
+fails 0 "no output file" "$mk"
+
+# ---- context and memory ----
+fails 0 "--ctx-size: 0 is out of range" "$b" -m "$m" --tokens 1 -c 0
+mem_kb=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo)
+if [ -n "$mem_kb" ] && [ "$mem_kb" -lt 400000000 ]; then # the runs below need ~500 GB a rank
+    fails 0 "the KV cache and buffers \(16000000 positions, micro-batch 1\) needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
+        "$b" -m "$tmp/wide.gguf" --tokens 1 -n 1 -c 16000000
+    fails 2 "of the 2 ranks on this node .* needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
+        "$b" -m "$tmp/wide.gguf" --tokens 1 -n 1 -c 16000000
+    fails 2 "needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
+        "$bb" -m "$tmp/wide.gguf" -p 16000000 -n 0 -r 1
+else
+    echo "SKIP: MemAvailable ${mem_kb:-unknown} kB is too large to refuse a 16M-position context"
+fi
+fails 0 "--ctx-size 4 is smaller than the prompt \(9\) plus -n \(1\)" "$b" -m "$m" \
+    --tokens 1,2,3,4,5,6,7,8,9 -n 1 -c 4
+if [ -n "$smollm2" ] && [ -f "$smollm2" ]; then
+    fails 2 "the prompt \([0-9]+ tokens\) and 4 more do not fit the context: 0 of 8 positions" \
+        "$b" -m "$smollm2" -p "a prompt that is certainly longer than eight tokens, surely" \
+        -c 8 -n 4 -t 1
+else
+    echo "SKIP: no SmolLM2 model (BT_SMOLLM2) for the text prompt longer than the context"
+fi
+
+# ---- flags with values that make no sense ----
+fails 0 "-n: -3 is out of range" "$b" -m "$m" --tokens 1 -n -3
+fails 0 "-n: -1 is out of range" "$bb" -m "$m" -n -1
+fails 2 "-ub 64 is larger than -b 32" "$b" -m "$m" --tokens 1 -ub 64 -b 32
+fails 0 "-ub 64 is larger than -b 32" "$bb" -m "$m" -p 8 -ub 64 -b 32
+fails 0 "--threads: 0 is out of range" "$b" -m "$m" --tokens 1 -t 0
+fails 2 "-t: 0 is out of range" "$bb" -m "$m" -p 8 -n 0 -r 1 -t 0
+fails 0 "-ub: 0 is out of range" "$b" -m "$m" --tokens 1 -ub 0
+fails 2 "--pipeline: 2 is out of range" "$b" -m "$m" --tokens 1 --pipeline 2
+fails 0 "nothing to run: every -p and -n is 0" "$bb" -m "$m" -p 0 -n 0
+fails 0 "--temp must be >= 0" "$b" -m "$m" --tokens 1 --temp -1
+fails 0 "id 256 at index 1 is outside" "$b" -m "$m" --tokens 1,256
+fails 2 "id 300 at index 1 is outside" "$b" -m "$m" --tokens 1,300
+fails 0 "--tokens: .*item 2 is empty" "$b" -m "$m" --tokens 1,,2
+fails 0 "no model given" "$b" --tokens 1
+fails 0 "no model given" "$bb" -p 8
+fails 0 "no prompt given" "$b" -m "$m"
+fails 0 "unknown option '--bogus'" "$b" -m "$m" --tokens 1 --bogus
+fails 0 "unknown option '--bogus'" "$bb" -m "$m" --bogus
+fails 0 "option '--tokens' needs a value" "$b" -m "$m" --tokens
+fails 0 "option '-p' needs a value" "$bb" -m "$m" -p
+fails 0 "-o: 'xml'" "$bb" -m "$m" -o xml
+fails 0 "-t: '4-1' is not a valid range" "$bb" -m "$m" -t 4-1
+fails 0 "-r: 0 is out of range" "$bb" -m "$m" -r 0
+fails 0 "-ub: 0 is out of range" "$bb" -m "$m" -ub 0
+fails 0 "-p: -4 is out of range" "$bb" -m "$m" -p -4
+fails 0 "nope.gguf: cannot open" "$bb" -m "$tmp/nope.gguf" -p 8 -n 0 -r 1
+fails 0 "--kernel-types: 'q3_x' is not a type" "$bb" --kernels --kernel-types q3_x
+fails 0 "unknown model shape 'huge'" "$bb" --kernels --kernel-shapes huge
+fails 0 "markdown table only" "$bb" --kernels -o json
+fails 2 "--kernels times one process; run it with one rank, not 2" "$bb" --kernels \
+    --kernel-shapes tiny
+fails 0 "--kv-type: 'q8' is not one of f32, f16" "$b" -m "$m" --tokens 1 --kv-type q8
+fails 2 "--kv-type: 'bf16' is not one of f32, f16" "$bb" -m "$m" -p 8 -n 0 -r 1 --kv-type bf16
+fails 0 "--kernels: 'gpu' is not one of cpu, exact, ref" "$b" -m "$m" --tokens 1 --kernels gpu
+fails 0 "--ops: 'gpu' is not one of cpu, exact, ref" "$bb" -m "$m" -p 8 -n 0 -r 1 --ops gpu
+fails 0 "--mmap: 2 is out of range" "$bb" -m "$m" -p 8 -n 0 -r 1 -mmp 2
+
+# ---- ranks: more than layers, -ts, different files ----
+fails 5 "cannot split 4 layers over 5 stages" "$b" -m "$m" --tokens 1,2
+fails 5 "cannot split 4 layers over 5 stages" "$bb" -m "$m" -p 8 -n 0 -r 1
+fails 2 "-ts: ratio 1 is 0; every ratio must be positive" "$b" -m "$m" --tokens 1 -ts 1,0
+fails 2 "-ts: ratio 0 is 0; every ratio must be positive" "$bb" -m "$m" -p 8 -n 0 -r 1 -ts 0/1
+fails 2 "-ts: 3 ratios given for 2 ranks" "$b" -m "$m" --tokens 1 -ts 1,1,1
+fails 2 "-ts: 3 ratios given for 2 ranks" "$bb" -m "$m" -p 8 -n 0 -r 1 -ts 1/1/1
+fails 2 "-ts: '1,a': item 2 is not a number" "$b" -m "$m" --tokens 1 -ts 1,a
+fails 1 "ranks opened different model files: .*differing: rank 1 " \
+    "$b" -m "$m" --tokens 1 : -np 1 "$b" -m "$tmp/other.gguf" --tokens 1
+fails 1 "ranks opened different model files: .*differing: rank 1 " \
+    "$bb" -m "$m" -p 8 -n 0 -r 1 : -np 1 "$bb" -m "$tmp/other.gguf" -p 8 -n 0 -r 1
+fails 1 "nope.gguf: cannot open" \
+    "$b" -m "$m" --tokens 1 : -np 1 "$b" -m "$tmp/nope.gguf" --tokens 1
+fails 3 "nope.gguf: cannot open" "$b" -m "$tmp/nope.gguf" --tokens 1
+
+# ---- output files ----
+fails 0 "nodir/r.h5: creating the file failed" "$bb" -m "$m" -p 8 -n 0 -r 1 \
+    --hdf5 "$tmp/nodir/r.h5"
+fails 2 "nodir/r.h5: creating the file failed" "$bb" -m "$m" -p 8 -n 0 -r 1 \
+    --hdf5 "$tmp/nodir/r.h5"
+echo "not hdf5" >"$tmp/text.h5"
+fails 0 "text.h5 exists but is not an HDF5 file" "$bb" -m "$m" -p 8 -n 0 -r 1 --hdf5 "$tmp/text.h5"
+if command -v h5copy >/dev/null && timeout 60 "$bb" -m "$m" -p 8 -n 0 -r 1 -t 1 \
+    --hdf5 "$tmp/valid.h5" >/dev/null 2>&1 &&
+    h5copy -i "$tmp/valid.h5" -o "$tmp/foreign.h5" -s /samples -d /other >/dev/null 2>&1; then
+    sum=$(md5sum <"$tmp/foreign.h5")
+    fails 2 "foreign.h5 is not a baton-bench results file" "$bb" -m "$m" -p 8 -n 0 -r 1 \
+        --hdf5 "$tmp/foreign.h5"
+    [ "$sum" = "$(md5sum <"$tmp/foreign.h5")" ] && ok "foreign HDF5 file left untouched" ||
+        bad "foreign HDF5 file changed"
+else
+    bad "could not make an HDF5 file of another layout (baton-bench, h5copy)"
+fi
+fails 0 "--dump-logits: cannot create '/nonexistent/dir/x.bin'" "$b" -m "$m" --tokens 1 \
+    --dump-logits /nonexistent/dir/x.bin
+fails 2 "--trace: cannot create '/nonexistent/dir/t.json'" "$b" -m "$m" --tokens 1 \
+    --trace /nonexistent/dir/t.json
+fails 0 "--trace-dir: cannot create '/nonexistent/dir'" "$bb" -m "$m" -p 8 -n 0 -r 1 \
+    --trace-dir /nonexistent/dir
+fails 0 "/nonexistent/dir" "$mk" -o /nonexistent/dir/x.gguf
+
+# ---- a non-numeric value for every numeric flag ----
+for f in -n -b -ub --pipeline --top-k --repeat-last-n --mmap; do
+    fails 0 "^error: $f: 'x' is not an integer" "$b" -m "$m" --tokens 1 "$f" x
+done
+fails 0 "^error: --ctx-size: 'x' is not an integer" "$b" -m "$m" --tokens 1 -c x
+fails 0 "^error: --threads: 'x' is not an integer" "$b" -m "$m" --tokens 1 -t x
+for f in --temp --top-p --min-p --repeat-penalty; do
+    fails 0 "^error: $f: 'x' is not a number" "$b" -m "$m" --tokens 1 "$f" x
+done
+fails 0 "^error: --seed: 'x' is not a 64-bit non-negative integer" "$b" -m "$m" --tokens 1 -s x
+fails 0 "^error: --tokens: 'x' is not an integer" "$b" -m "$m" --tokens x
+fails 0 "^error: -ts: '1,x': item 2 is not a number" "$b" -m "$m" --tokens 1 -ts 1,x
+for f in -p -n -b -ub -t --pipeline --kernel-tokens; do
+    fails 0 "^error: $f: 'x' is not an integer or range" "$bb" -m "$m" "$f" x
+done
+fails 0 "^error: -pg: 'x' is not an integer or range" "$bb" -m "$m" -pg 8,x
+fails 0 "^error: -r: 'x' is not an integer" "$bb" -m "$m" -r x
+fails 0 "^error: --mmap: 'x' is not an integer" "$bb" -m "$m" -mmp x
+fails 0 "^error: --kernel-bw-mib: 'x' is not an integer" "$bb" --kernels --kernel-bw-mib x
+fails 0 "^error: --delay: 'x' is not a number of seconds" "$bb" -m "$m" --delay x
+fails 0 "^error: --kernel-time: 'x' is not a number of seconds" "$bb" --kernels --kernel-time x
+fails 0 "^error: -ts: 'x': item 1 is not a number" "$bb" -m "$m" -ts x
+for f in --n-vocab --n-embd --n-layer --n-head --n-head-kv --n-ff --n-ctx; do
+    fails 0 "^error: $f: 'x' is not an integer" "$mk" "$f" x -o "$tmp/x.gguf"
+done
+fails 0 "^error: --seed: 'x' is not a 64-bit non-negative integer" "$mk" --seed x -o "$tmp/x.gguf"
+fails 0 "^error: --rope-base: 'x' is not a positive number" "$mk" --rope-base x -o "$tmp/x.gguf"
+
+echo
+echo "Bad input table ($n invocations; \$TMP is a fresh temporary folder):"
+cat "$table"
+echo
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
