@@ -8,8 +8,9 @@
  * When the hyperparameters load and every layer, the embeddings and the
  * head bind (shapes and types checked against them), two tokens (the first
  * and the last id) run through embed, all layers and the head, with the
- * scalar reference kernels or the fast ones (chosen by the input's size,
- * so a given input always takes the same path). Hostile but consistent
+ * scalar reference kernels or the fast ones and an f32 or f16 KV cache
+ * (chosen by the input's size, so a given input always takes the same
+ * path). Hostile but consistent
  * shapes (head counts, rope dims, key lengths, vocab sizes) then reach the
  * kernels, where AddressSanitizer watches every buffer.
  */
@@ -41,13 +42,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FUZZ_TOK 2
 #define FUZZ_MAX_BYTES ((size_t)64 << 20)
 
-static void run_forward(const bt_model_t *m, const bt_ops_t *ops)
+static void run_forward(const bt_model_t *m, const bt_ops_t *ops, uint32_t kv_type)
 {
     const bt_hparams_t *hp = &m->hp;
-    if (bt_forward_bytes(m, FUZZ_CTX, FUZZ_TOK, 1) > FUZZ_MAX_BYTES)
+    if (bt_forward_bytes(m, FUZZ_CTX, FUZZ_TOK, 1, kv_type) > FUZZ_MAX_BYTES)
         return;
     bt_forward_t *f = NULL;
-    if (bt_forward_init(m, ops, FUZZ_CTX, FUZZ_TOK, 1, &f) != BT_OK)
+    if (bt_forward_init(m, ops, FUZZ_CTX, FUZZ_TOK, 1, kv_type, &f) != BT_OK)
         return;
     float *x = malloc(sizeof *x * FUZZ_TOK * (size_t)hp->n_embd);           /* [FUZZ_TOK, n_embd] */
     float *logits = malloc(sizeof *logits * FUZZ_TOK * (size_t)hp->n_vocab); /* [FUZZ_TOK, n_vocab] */
@@ -87,7 +88,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(bytes <= size);
         FUZZ_ASSERT(bt_model_max_n_in(m) > 0);
         (void)bt_ftype_name(m->file_type);
-        run_forward(m, (size & 1) ? &bt_ops_ref : &bt_ops_cpu);
+        run_forward(m, (size & 1) ? &bt_ops_ref : &bt_ops_cpu,
+                    (size & 2) ? BT_TYPE_F16 : BT_TYPE_F32);
         bt_model_free(m);
     }
     close(fd);
