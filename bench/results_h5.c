@@ -363,7 +363,9 @@ bt_status_t bt_h5_begin_run(const char *path, const bt_run_info_t *run,
     hid_t f;
     if ((st = open_checked(path, &f)) != BT_OK)
         return st;
-    h5_run_t rec = {.info = *run};
+    h5_run_t rec;
+    memset(&rec, 0, sizeof rec); /* padding too: every byte of a record reaches the file */
+    rec.info = *run;
     hid_t d = H5Dopen2(f, "runs", H5P_DEFAULT), sp = H5Dget_space(d);
     hsize_t n;
     H5Sget_simple_extent_dims(sp, &n, NULL);
@@ -424,19 +426,30 @@ bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t 
     H5Dclose(d);
     res.row_id = (int64_t)n;
 
-    h5_sample_t *samples = malloc(sizeof *samples * (size_t)r->reps);
-    h5_stage_t *stages = malloc(sizeof *stages * (size_t)r->n_ranks);
+    /* Zeroed and filled field by field: the records' padding bytes are
+     * written to the file too, and must not be uninitialised memory. */
+    h5_sample_t *samples = calloc((size_t)r->reps, sizeof *samples);
+    h5_stage_t *stages = calloc((size_t)r->n_ranks, sizeof *stages);
     if (samples == NULL || stages == NULL) {
         free(samples);
         free(stages);
         return close_file(f, path, BT_ERR_NOMEM);
     }
-    for (int i = 0; i < r->reps; i++)
-        samples[i] = (h5_sample_t){res.row_id, i, r->samples_ns[i], r->samples_ts[i]};
+    for (int i = 0; i < r->reps; i++) {
+        samples[i].row_id = res.row_id;
+        samples[i].rep = i;
+        samples[i].ns = r->samples_ns[i];
+        samples[i].ts = r->samples_ts[i];
+    }
     for (int i = 0; i < r->n_ranks; i++) {
         const bt_stage_time_t *s = &r->stages[i];
-        stages[i] = (h5_stage_t){res.row_id, i, "", s->busy, s->wait, s->send, s->recv};
+        stages[i].row_id = res.row_id;
+        stages[i].rank = i;
         snprintf(stages[i].host, sizeof stages[i].host, "%s", rank_hosts[i]);
+        stages[i].busy_s = s->busy;
+        stages[i].wait_s = s->wait;
+        stages[i].send_s = s->send;
+        stages[i].recv_s = s->recv;
     }
     /* samples and stage times first: a row in /results means its details
      * are complete */

@@ -503,6 +503,7 @@ static int cmp_tensor_offset(const void *pa, const void *pb)
 typedef struct gguf_impl {
     bt_gguf_t pub;
     const bt_gguf_tensor_t **by_name; /* [n_tensors] sorted by name, for bsearch */
+    bool owns_map;                    /* mapped by bt_gguf_open (else borrowed) */
 } gguf_impl_t;
 
 static bt_status_t check_duplicate_keys(cursor_t *c, bt_gguf_t *g)
@@ -698,10 +699,69 @@ static bt_status_t parse_header(cursor_t *c, bt_gguf_t *g)
     return BT_OK;
 }
 
-bt_status_t bt_gguf_open(const char *path, bt_gguf_t **out)
+/* Parses and validates g->map[0..g->file_size) into g (and im->by_name);
+ * label names the file or buffer in messages. On failure frees what it
+ * allocated (not the map, not g->path) and logs one message. */
+static bt_status_t parse_all(gguf_impl_t *im, const char *label)
 {
     bt_status_t st;
     uint64_t cap = 0;
+    bt_gguf_t *g = &im->pub;
+
+    cursor_t c = {.base = g->map, .size = g->file_size, .label = label, .whole = "file"};
+    if ((st = parse_header(&c, g)) != BT_OK)
+        goto fail;
+
+    /* Metadata. The count was bounded above; storage grows with what is
+     * actually parsed. */
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        if (reserve((void **)&g->kv, &cap, i + 1, sizeof *g->kv) != 0) {
+            cur_error(&c, "out of memory for metadata entry %llu", (ull)i);
+            st = BT_ERR_NOMEM;
+            goto fail;
+        }
+        if ((st = parse_kv(&c, i, &g->kv[i])) != BT_OK)
+            goto fail;
+    }
+    c.ctx[0] = '\0';
+    if ((st = check_duplicate_keys(&c, g)) != BT_OK || (st = read_alignment(&c, g)) != BT_OK)
+        goto fail;
+
+    /* Tensor infos. */
+    cap = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        if (reserve((void **)&g->tensors, &cap, i + 1, sizeof *g->tensors) != 0) {
+            cur_error(&c, "out of memory for tensor info %llu", (ull)i);
+            st = BT_ERR_NOMEM;
+            goto fail;
+        }
+        if ((st = parse_tensor_info(&c, i, g->alignment, &g->tensors[i])) != BT_OK)
+            goto fail;
+    }
+    c.ctx[0] = '\0';
+
+    /* The data section starts at the next multiple of the alignment (which
+     * may lie past the end of a file without tensors). */
+    if (align_up(c.pos, g->alignment, &g->data_offset) != 0) {
+        cur_error(&c, "data offset overflows");
+        st = BT_ERR_FORMAT;
+        goto fail;
+    }
+    if ((st = check_tensors(&c, im)) != BT_OK)
+        goto fail;
+    return BT_OK;
+
+fail:
+    free(g->tensors);
+    free(g->kv);
+    g->tensors = NULL;
+    g->kv = NULL;
+    return st;
+}
+
+bt_status_t bt_gguf_open(const char *path, bt_gguf_t **out)
+{
+    bt_status_t st;
 
     if (path == NULL || out == NULL) {
         bt_log_error("gguf: open: %s is NULL", path == NULL ? "path" : "out");
@@ -721,47 +781,8 @@ bt_status_t bt_gguf_open(const char *path, bt_gguf_t **out)
     }
     if ((st = map_file(path, &g->map, &g->file_size)) != BT_OK)
         goto fail_free;
-
-    cursor_t c = {.base = g->map, .size = g->file_size, .label = path, .whole = "file"};
-    if ((st = parse_header(&c, g)) != BT_OK)
-        goto fail_close;
-
-    /* Metadata. The count was bounded above; storage grows with what is
-     * actually parsed. */
-    for (uint64_t i = 0; i < g->n_kv; i++) {
-        if (reserve((void **)&g->kv, &cap, i + 1, sizeof *g->kv) != 0) {
-            cur_error(&c, "out of memory for metadata entry %llu", (ull)i);
-            st = BT_ERR_NOMEM;
-            goto fail_close;
-        }
-        if ((st = parse_kv(&c, i, &g->kv[i])) != BT_OK)
-            goto fail_close;
-    }
-    c.ctx[0] = '\0';
-    if ((st = check_duplicate_keys(&c, g)) != BT_OK || (st = read_alignment(&c, g)) != BT_OK)
-        goto fail_close;
-
-    /* Tensor infos. */
-    cap = 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        if (reserve((void **)&g->tensors, &cap, i + 1, sizeof *g->tensors) != 0) {
-            cur_error(&c, "out of memory for tensor info %llu", (ull)i);
-            st = BT_ERR_NOMEM;
-            goto fail_close;
-        }
-        if ((st = parse_tensor_info(&c, i, g->alignment, &g->tensors[i])) != BT_OK)
-            goto fail_close;
-    }
-    c.ctx[0] = '\0';
-
-    /* The data section starts at the next multiple of the alignment (which
-     * may lie past the end of a file without tensors). */
-    if (align_up(c.pos, g->alignment, &g->data_offset) != 0) {
-        cur_error(&c, "data offset overflows");
-        st = BT_ERR_FORMAT;
-        goto fail_close;
-    }
-    if ((st = check_tensors(&c, im)) != BT_OK)
+    im->owns_map = true;
+    if ((st = parse_all(im, path)) != BT_OK)
         goto fail_close;
 
     *out = g;
@@ -770,8 +791,47 @@ bt_status_t bt_gguf_open(const char *path, bt_gguf_t **out)
 fail_close:
     munmap((void *)g->map, (size_t)g->file_size);
 fail_free:
-    free(g->tensors);
-    free(g->kv);
+    free(g->path);
+    free(im);
+    return st;
+}
+
+bt_status_t bt_gguf_open_buffer(const void *data, size_t size, const char *label,
+                                bt_gguf_t **out)
+{
+    bt_status_t st;
+
+    if (label == NULL)
+        label = "buffer";
+    if ((data == NULL && size > 0) || out == NULL) {
+        bt_log_error("gguf: %s: open_buffer: %s is NULL", label, out == NULL ? "out" : "data");
+        return BT_ERR_ARG;
+    }
+    if (size == 0) {
+        bt_log_error("gguf: %s: file is empty", label);
+        return BT_ERR_FORMAT;
+    }
+    gguf_impl_t *im = calloc(1, sizeof *im);
+    if (im == NULL) {
+        bt_log_error("gguf: %s: out of memory", label);
+        return BT_ERR_NOMEM;
+    }
+    bt_gguf_t *g = &im->pub;
+    g->path = strdup(label);
+    if (g->path == NULL) {
+        bt_log_error("gguf: %s: out of memory", label);
+        st = BT_ERR_NOMEM;
+        goto fail_free;
+    }
+    g->map = data;
+    g->file_size = (uint64_t)size;
+    if ((st = parse_all(im, label)) != BT_OK)
+        goto fail_free;
+
+    *out = g;
+    return BT_OK;
+
+fail_free:
     free(g->path);
     free(im);
     return st;
@@ -782,7 +842,8 @@ void bt_gguf_close(bt_gguf_t *g)
     if (g == NULL)
         return;
     gguf_impl_t *im = (gguf_impl_t *)g;
-    munmap((void *)g->map, (size_t)g->file_size);
+    if (im->owns_map)
+        munmap((void *)g->map, (size_t)g->file_size);
     free(im->by_name);
     free(g->tensors);
     free(g->kv);

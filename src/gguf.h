@@ -103,6 +103,13 @@ typedef struct bt_gguf {
 /* Opens, maps and validates path. On success *out owns the map; release it
  * with bt_gguf_close(). On failure logs one message and leaves *out unset. */
 bt_status_t bt_gguf_open(const char *path, bt_gguf_t **out);
+/* Validates size bytes at data exactly as bt_gguf_open() validates a file
+ * (label, or "buffer" when NULL, names it in messages and becomes g->path).
+ * The bytes are borrowed, not copied: they must stay valid and unchanged
+ * until bt_gguf_close(), which does not free them. A size of 0 is an empty
+ * file (BT_ERR_FORMAT). For tests and the fuzz targets. */
+bt_status_t bt_gguf_open_buffer(const void *data, size_t size, const char *label,
+                                bt_gguf_t **out);
 void bt_gguf_close(bt_gguf_t *g);
 
 /* Lookups return NULL when absent. */

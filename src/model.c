@@ -11,6 +11,8 @@
 
 /* Upper bound for any dimension: keeps every size product in int64 range. */
 #define DIM_MAX (1 << 24)
+/* Tensors of one layer: two norms, four attention and three FFN matrices. */
+#define LAYER_TENSORS 9
 
 /* ---- hyperparameters ---- */
 
@@ -111,6 +113,16 @@ static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
         hp->n_vocab = (int)emb->ne[1];
     } else if ((st = get_dim(g, "llama.vocab_size", -1, &hp->n_vocab))) {
         return st;
+    }
+    /* Each layer is LAYER_TENSORS tensors: a block count the file cannot
+     * hold is refused before anything is sized by it (a few bytes of
+     * metadata must not make bind allocate gigabytes). */
+    if ((uint64_t)hp->n_layer > g->n_tensors / LAYER_TENSORS) {
+        bt_log_error("model: %s: block_count %d is impossible: %d layers need %llu tensors but "
+                     "the file has %llu", g->path, hp->n_layer, hp->n_layer,
+                     (unsigned long long)hp->n_layer * LAYER_TENSORS,
+                     (unsigned long long)g->n_tensors);
+        return BT_ERR_FORMAT;
     }
     return BT_OK;
 }

@@ -462,7 +462,8 @@ static void mark_eog(bt_tokenizer_t *t)
 {
     static const char *const eot_names[] = {
         "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-        "<|end_of_text|>", "<EOT>", "_<EOT>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+        "<|end_of_text|>", "<EOT>", "_<EOT>", /* "<｜end▁of▁sentence｜>", split so \x9C does not swallow the "e" */
+        ("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),
         "<end_of_utterance>",
     };
     static const char *const eog_names[] = {

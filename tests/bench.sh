@@ -49,8 +49,10 @@ for r in rows:
     assert r[0] in ("gemv", "gemm", "gemv exact", "gemm exact"), r
     assert r[0].endswith("exact") <= (" 64->" in r[2]), r
     assert r[3] == ("1" if r[0].startswith("gemv") else "4") and r[4] in ("1", "2"), r
-    # (a GEMM's % of read bandwidth can round to 0.0)
-    assert all(float(r[i]) > 0 for i in (5, 6, 7)) and float(r[8]) >= 0, r
+    # (a GEMM's % of read bandwidth can round to 0.0; so can any rate of a
+    # tiny shape under the sanitizers or on a loaded machine: the format is
+    # tested here, not the speed)
+    assert all(float(r[i]) >= 0 for i in (5, 6, 7, 8)), r
     assert re.fullmatch(r"[0-9.]+-[0-9.]+", r[9]) and r[10] == "1", r
 assert "tiny output 64->256" in text and "tiny ffn_down 160->64" in text
 assert len(re.findall(r"^\| - \| q4_k \| tiny n_in (64|160) .*skipped", text, re.M)) == 2

@@ -42,11 +42,14 @@ START_TEST(test_bad_lists)
 }
 END_TEST
 
+/* Splits "baton-bench LINE" into words and parses them. p keeps pointers
+ * into argv (-o, --hdf5, ... as main's argv), so the words live in static
+ * storage until the next call, not on this function's stack. */
 static bt_status_t parse(bt_bench_params_t *p, const char *line)
 {
-    char buf[512];
+    static char buf[512];
     snprintf(buf, sizeof buf, "baton-bench %s", line);
-    char *argv[64];
+    static char *argv[64];
     int argc = 0;
     for (char *tok = strtok(buf, " "); tok && argc < 64; tok = strtok(NULL, " "))
         argv[argc++] = tok;

@@ -1433,6 +1433,66 @@ START_TEST(test_random_corruption)
 }
 END_TEST
 
+/* bt_gguf_open_buffer: the same file from memory gives the same result as
+ * from disk (pointers into the caller's bytes, which close leaves alone);
+ * every truncation is refused with one message naming the label; an empty
+ * or NULL buffer is refused. */
+START_TEST(test_open_buffer)
+{
+    char path[PATH_MAX];
+    tmp_path(path, sizeof path, "buffer");
+    write_small(path, 4, 0);
+    buf_t full = {0};
+    read_whole(path, &full);
+    bt_gguf_t *gf, *gb = NULL;
+    ck_assert_int_eq(bt_gguf_open(path, &gf), BT_OK);
+    unlink(path);
+    ck_assert_int_eq(bt_gguf_open_buffer(full.p, full.n, "mem.gguf", &gb), BT_OK);
+    ck_assert_str_eq(gb->path, "mem.gguf");
+    ck_assert_ptr_eq(gb->map, full.p);
+    ck_assert_uint_eq(gb->file_size, full.n);
+    ck_assert_uint_eq(gb->n_kv, gf->n_kv);
+    ck_assert_uint_eq(gb->n_tensors, gf->n_tensors);
+    ck_assert_uint_eq(gb->data_offset, gf->data_offset);
+    ck_assert_uint_eq(bt_gguf_header_hash(gb), bt_gguf_header_hash(gf));
+    for (uint64_t i = 0; i < gb->n_tensors; i++) {
+        const bt_gguf_tensor_t *t = &gb->tensors[i];
+        ck_assert_ptr_eq(t->data, full.p + gb->data_offset + t->offset);
+        ck_assert_uint_eq(t->n_bytes, gf->tensors[i].n_bytes);
+        ck_assert_int_eq(memcmp(t->data, gf->tensors[i].data, (size_t)t->n_bytes), 0);
+    }
+    ck_assert_uint_eq(touch_all(gb), touch_all(gf));
+    uint64_t header = gb->data_offset;
+    bt_gguf_close(gb);
+    bt_gguf_close(gf);
+    ck_assert_uint_eq(full.p[0], 'G'); /* close did not touch the caller's bytes */
+
+    for (uint64_t len = 1; len < header; len += 7) {
+        bt_gguf_t *g = NULL;
+        capture_start();
+        bt_status_t st = bt_gguf_open_buffer(full.p, (size_t)len, "cut.gguf", &g);
+        char *log = capture_stop();
+        ck_assert_int_eq(st, BT_ERR_FORMAT);
+        ck_assert_ptr_null(g);
+        check_one_line(log, "gguf: cut.gguf: ");
+        free(log);
+    }
+    bt_gguf_t *g = NULL;
+    capture_start();
+    ck_assert_int_eq(bt_gguf_open_buffer(full.p, 0, NULL, &g), BT_ERR_FORMAT);
+    char *log = capture_stop();
+    check_one_line(log, "gguf: buffer: file is empty");
+    free(log);
+    capture_start();
+    ck_assert_int_eq(bt_gguf_open_buffer(NULL, 16, "null", &g), BT_ERR_ARG);
+    log = capture_stop();
+    check_one_line(log, "gguf: null: ");
+    free(log);
+    ck_assert_ptr_null(g);
+    b_free(&full);
+}
+END_TEST
+
 static Suite *gguf_suite(void)
 {
     Suite *s = suite_create("gguf");
@@ -1450,6 +1510,7 @@ static Suite *gguf_suite(void)
     TCase *limits = tcase_create("limits");
     tcase_set_timeout(limits, 120); /* the exhaustive loops are slow under sanitizers */
     tcase_add_test(limits, test_empty_missing_dir);
+    tcase_add_test(limits, test_open_buffer);
     tcase_add_test(limits, test_bad_magic);
     tcase_add_test(limits, test_bad_version);
     tcase_add_test(limits, test_huge_counts);

@@ -6,9 +6,11 @@
  *   limits:    bad hyperparameters and shapes are refused with a status
  */
 #include <check.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "forward.h"
 #include "gguf.h"
@@ -318,6 +320,42 @@ START_TEST(test_limits_hparams)
 }
 END_TEST
 
+/* A block count the file's tensors cannot hold is refused at open, before
+ * bind sizes anything by it (found by fuzz_model: a 16 KB file claiming
+ * 7.7 million layers made bind calloc 2.3 GB). The file is a valid 2-layer
+ * model with only the value of llama.block_count overwritten in place. */
+START_TEST(test_limits_block_count)
+{
+    const char *path = write_synth("blocks.gguf", "tiny", BT_TYPE_F32, 2);
+    bt_gguf_t *g;
+    ck_assert_int_eq(bt_gguf_open(path, &g), BT_OK);
+    const bt_gguf_kv_t *kv = bt_gguf_find_kv(g, "llama.block_count");
+    ck_assert_ptr_nonnull(kv);
+    ck_assert_int_eq(kv->type, BT_GGUF_UINT32);
+    /* the value follows the key and the u32 value type */
+    off_t at = (off_t)((const uint8_t *)kv->key.ptr - g->map) + (off_t)kv->key.len + 4;
+    bt_gguf_close(g);
+
+    bt_model_t *m;
+    const uint32_t counts[] = {1u << 23, 3, 2};
+    const bt_status_t want[] = {BT_ERR_FORMAT, BT_ERR_FORMAT, BT_OK};
+    for (int i = 0; i < 3; i++) {
+        uint8_t le[4] = {(uint8_t)counts[i], (uint8_t)(counts[i] >> 8),
+                         (uint8_t)(counts[i] >> 16), (uint8_t)(counts[i] >> 24)};
+        int fd = open(path, O_WRONLY);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(pwrite(fd, le, 4, at), 4);
+        close(fd);
+        m = NULL; /* refused by open, before any bind */
+        ck_assert_msg(bt_model_open(path, &m) == want[i], "block_count %u", counts[i]);
+        if (m != NULL) {
+            ck_assert_int_eq(m->hp.n_layer, 2);
+            bt_model_free(m);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_limits_forward)
 {
     const char *path = write_synth("lim.gguf", "tiny", BT_TYPE_F32, 1);
@@ -363,6 +401,7 @@ static Suite *model_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("limits");
     tcase_add_test(tc, test_limits_hparams);
+    tcase_add_test(tc, test_limits_block_count);
     tcase_add_test(tc, test_limits_forward);
     suite_add_tcase(s, tc);
     return s;

@@ -534,15 +534,16 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
             pw += sb;
         }
         /* integer sums: per token one (two for Q6_K's halves), started at
-         * - c * the sum of q_x they cover */
+         * - c * the sum of q_x they cover (c = 2^sh, multiplied: a left
+         * shift of a negative sum is undefined in C) */
         __m512i s[8], s2[8];
         for (int t = 0; t < T; t++) {
             const size_t xb = (size_t)t * nb + b;
             if (q6k) {
-                s[t] = _mm512_set1_epi32(-(xq.isum16[2 * xb] << sh));
-                s2[t] = _mm512_set1_epi32(-(xq.isum16[2 * xb + 1] << sh));
+                s[t] = _mm512_set1_epi32(-(xq.isum16[2 * xb] * (1 << sh)));
+                s2[t] = _mm512_set1_epi32(-(xq.isum16[2 * xb + 1] * (1 << sh)));
             } else {
-                s[t] = _mm512_set1_epi32(sh >= 0 ? -(xq.isum[xb] << sh) : 0);
+                s[t] = _mm512_set1_epi32(sh >= 0 ? -(xq.isum[xb] * (1 << sh)) : 0);
             }
         }
         for (int j = 0; j < nv; j++) {
