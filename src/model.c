@@ -398,43 +398,37 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
 }
 
 /* The bound matrices the ops multiply with (the head's, tied or not, but
- * not the embedding's rows, which are looked up). */
-static int bound_matrices(bt_model_t *m, bt_matrix_t **out)
+ * not the embedding's rows, which are looked up): how many, and the i-th. */
+static int n_bound_matrices(const bt_model_t *m)
 {
-    int n = 0;
-    for (int i = 0; i < m->last - m->first; i++) {
-        bt_layer_t *l = &m->layers[i];
-        bt_matrix_t *all[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
-        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-            out[n++] = all[k];
-    }
-    if (m->with_head)
-        out[n++] = &m->output;
-    return n;
+    return 7 * (m->last - m->first) + (m->with_head ? 1 : 0);
+}
+
+static bt_matrix_t *bound_matrix(bt_model_t *m, int i)
+{
+    if (i == 7 * (m->last - m->first))
+        return &m->output;
+    bt_layer_t *l = &m->layers[i / 7];
+    bt_matrix_t *all[7] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+    return all[i % 7];
 }
 
 uint64_t bt_model_pack_bytes(bt_model_t *m)
 {
-    bt_matrix_t **mats = malloc(sizeof *mats * (size_t)(7 * (m->last - m->first) + 1));
-    const int n = mats ? bound_matrices(m, mats) : 0;
     uint64_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += (bt_pack_bytes(mats[i]) + 63) / 64 * 64;
-    free(mats);
+    for (int i = 0; i < n_bound_matrices(m); i++)
+        total += (bt_pack_bytes(bound_matrix(m, i)) + 63) / 64 * 64;
     return total;
 }
 
 bt_status_t bt_model_pack(bt_model_t *m)
 {
-    bt_matrix_t **mats = malloc(sizeof *mats * (size_t)(7 * (m->last - m->first) + 1));
-    if (mats == NULL)
-        return BT_ERR_NOMEM;
-    const int n = bound_matrices(m, mats);
     const uint64_t total = bt_model_pack_bytes(m);
-    bt_status_t st = total ? bt_mem_check("packing the quantized weights", total) : BT_OK;
-    for (int i = 0; i < n && st == BT_OK; i++) {
-        const size_t bytes = (bt_pack_bytes(mats[i]) + 63) / 64 * 64;
-        if (bytes == 0)
+    bt_status_t st = total ? bt_mem_check("packing the weights", total) : BT_OK;
+    for (int i = 0; i < n_bound_matrices(m) && st == BT_OK; i++) {
+        bt_matrix_t *w = bound_matrix(m, i);
+        const size_t bytes = (bt_pack_bytes(w) + 63) / 64 * 64;
+        if (bytes == 0 || w->packed != NULL)
             continue;
         void *p = aligned_alloc(64, bytes);
         if (p == NULL) {
@@ -443,16 +437,15 @@ bt_status_t bt_model_pack(bt_model_t *m)
             st = BT_ERR_NOMEM;
             break;
         }
-        bt_pack(mats[i], p);
-        mats[i]->packed = p;
+        bt_pack(w, p);
+        w->packed = p;
         m->packed_bytes += bytes;
         char *lo;
         size_t len;
-        page_range(mats[i]->data, mats[i]->row_bytes * (size_t)mats[i]->n_out, &lo, &len);
+        page_range(w->data, w->row_bytes * (size_t)w->n_out, &lo, &len);
         if (m->weights_copy == NULL && len > 0) /* mapped: the file's pages are not needed now */
             madvise(lo, len, MADV_DONTNEED);
     }
-    free(mats);
     return st;
 }
 
@@ -460,13 +453,9 @@ void bt_model_free(bt_model_t *m)
 {
     if (m == NULL)
         return;
-    if (m->layers != NULL) {
-        bt_matrix_t **mats = malloc(sizeof *mats * (size_t)(7 * (m->last - m->first) + 1));
-        const int n = mats ? bound_matrices(m, mats) : 0;
-        for (int i = 0; i < n; i++)
-            free((void *)mats[i]->packed);
-        free(mats);
-    }
+    const bool bound = m->layers != NULL || m->last == m->first;
+    for (int i = 0; bound && i < n_bound_matrices(m); i++)
+        free((void *)bound_matrix(m, i)->packed);
     free(m->weights_copy);
     free(m->layers);
     bt_gguf_close(m->gguf);
