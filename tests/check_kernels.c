@@ -561,18 +561,6 @@ static void mm_compare(const float *out_cpu, const float *out_ref, const wmat_t 
         }
 }
 
-/* W in bt_ops_cpu's packed layout (NULL when it has none). */
-static void *pack_matrix(const bt_matrix_t *w)
-{
-    const size_t bytes = bt_pack_bytes(w);
-    if (bytes == 0)
-        return NULL;
-    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    ck_assert_ptr_nonnull(p);
-    bt_pack(w, p);
-    return p;
-}
-
 static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint64_t pad, rng_t *r)
 {
     wmat_t w = wmat_make(type, n_in, n_out, pad, r);
@@ -587,7 +575,7 @@ static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint6
     /* bt_ops_cpu's own path for the float types: one chain per output, from
      * the rows or from packed panels (the same bits) */
     const bool panels = bt_cpu_fpanel_supports(type);
-    void *packed = panels ? pack_matrix(&w.m) : NULL;
+    void *packed = panels ? tu_pack(&w.m) : NULL;
     float *out_p = xmalloc(n_o * sizeof(float));
     for (int nth = 1; nth <= 3; nth++) {
         bt_scratch_t s = scratch_make(n_in, 1, nth);
@@ -680,7 +668,7 @@ static void matmul_invariance(const bt_ops_t *ops, uint32_t type, int64_t n_in, 
     float *full = xmalloc((size_t)(NT * n_out) * sizeof(float));
     float *part = xmalloc((size_t)(NT * n_out) * sizeof(float));
     fill(x, (size_t)(NT * n_in), &r, -2.0f, 2.0f);
-    void *packed = pack ? pack_matrix(&w.m) : NULL;
+    void *packed = pack ? tu_pack(&w.m) : NULL;
     w.m.packed = packed;
     bt_scratch_t s1 = scratch_make(n_in, 1, 1);
     ops->matmul(full, &w.m, x, NT, &s1);

@@ -856,12 +856,10 @@ static double q8_bound(const float *wrow, const float *xt, int64_t n_in, double 
 static void check_packed_same(const bt_matrix_t *w, const float *x, int n_tok,
                               const bt_scratch_t *s, const float *out)
 {
-    const size_t bytes = bt_pack_bytes(w), n_o = (size_t)n_tok * (size_t)w->n_out;
-    if (bytes == 0)
+    const size_t n_o = (size_t)n_tok * (size_t)w->n_out;
+    void *packed = tu_pack(w);
+    if (packed == NULL)
         return;
-    void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    ck_assert_ptr_nonnull(packed);
-    bt_pack(w, packed);
     bt_matrix_t wp = *w;
     wp.packed = packed;
     float *out_p = xmalloc(n_o * sizeof(float));

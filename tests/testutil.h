@@ -156,6 +156,19 @@ static inline void wmat_free(wmat_t *w)
 }
 
 /* Runs a suite, frees it, returns the number of failed tests. */
+/* W in bt_ops_cpu's packed layout (64-byte aligned; free it), or NULL
+ * where there is none. */
+static inline void *tu_pack(const bt_matrix_t *w)
+{
+    const size_t bytes = bt_pack_bytes(w);
+    if (bytes == 0)
+        return NULL;
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    ck_assert_ptr_nonnull(p);
+    bt_pack(w, p);
+    return p;
+}
+
 static inline int tu_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);
