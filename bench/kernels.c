@@ -31,7 +31,6 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
-#include "kernels/cpu_internal.h"
 #include "synth.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
@@ -569,8 +568,8 @@ static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
                 const int w = m[i].n_in == s->n_embd ? 0 : 1;
                 if (!have[w] || (gemm && !m[i].gemm))
                     continue;
-                /* exact differs from cpu only where cpu quantizes activations */
-                if (ops[o] == &bt_ops_exact && !bt_cpu_q8_supports(type, m[i].n_in))
+                /* exact is timed where cpu takes a path of its own */
+                if (ops[o] == &bt_ops_exact && bt_ops_cpu_is_exact(type, m[i].n_in))
                     continue;
                 const int n_tok_list = gemm ? p->kernel_tokens.n : 1;
                 for (int k = 0; k < n_tok_list; k++)

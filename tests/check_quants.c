@@ -28,7 +28,6 @@
 
 #include "kernels/kernels.h"
 #include "kernels/types.h"
-#include "kernels/cpu_internal.h"
 #include "testutil.h"
 
 #define U 0x1p-24 /* unit roundoff of f32 */
@@ -891,7 +890,7 @@ static void mm_case(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uint6
     const bt_ops_t *ops[] = {&bt_ops_exact, &bt_ops_cpu};
     for (int nth = 1; nth <= 3; nth++)
         for (int oi = 0; oi < 2; oi++) {
-            const bool q8 = ops[oi] == &bt_ops_cpu && bt_cpu_q8_supports(type, n_in);
+            const bool q8 = ops[oi] == &bt_ops_cpu && !bt_ops_cpu_is_exact(type, n_in);
             bt_scratch_t s = scratch_make(n_in, nth);
             memset(out_cpu, 0xff, n_o * sizeof(float));
             ops[oi]->matmul(out_cpu, &w.m, x, n_tok, &s);

@@ -753,6 +753,11 @@ static void cpu_attention(float *restrict out, const float *restrict q, const vo
 /* The quantized formats against 8-bit activations where the CPU can
  * (cpu_q8.c), F32/F16/BF16 as one FMA chain per output over row panels
  * (cpu_fpanel.c), anything else as bt_ops_exact. */
+bool bt_ops_cpu_is_exact(uint32_t type, int64_t n_in)
+{
+    return !bt_cpu_q8_supports(type, n_in) && !bt_cpu_fpanel_supports(type);
+}
+
 static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                        int n_tok, const bt_scratch_t *s)
 {

@@ -26,6 +26,7 @@
 #ifndef BT_KERNELS_H
 #define BT_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -87,6 +88,12 @@ extern const bt_ops_t bt_ops_cpu;
  * (64-byte aligned) for setting w->packed. Other tables ignore packed. */
 size_t bt_pack_bytes(const bt_matrix_t *w);
 void bt_pack(const bt_matrix_t *w, void *dst);
+
+/* Whether bt_ops_cpu multiplies W of this type and width as bt_ops_exact
+ * does (same path, same bits); false where it has its own (8-bit
+ * activations for the quantized formats, FMA chains over row panels for
+ * F32/F16/BF16, on CPUs with the instructions for them). */
+bool bt_ops_cpu_is_exact(uint32_t type, int64_t n_in);
 
 /* The table called name ("cpu", "exact", "ref"), or NULL. */
 const bt_ops_t *bt_ops_by_name(const char *name);
