@@ -346,7 +346,10 @@ static void row_init(bt_bench_row_t *row, const bench_t *b, const bt_bench_test_
     bt_bench_test_name(t, row->test, sizeof row->test);
     snprintf(row->build_commit, sizeof row->build_commit, "%s", b->run.build_commit);
     snprintf(row->cpu_info, sizeof row->cpu_info, "%s", b->run.cpu_info);
-    snprintf(row->backend, sizeof row->backend, "CPU");
+    /* CPU and the kernels' instruction set (the scalar reference: "ref";
+     * the kernel set, --ops, is in the command line) */
+    snprintf(row->backend, sizeof row->backend, "CPU %s",
+             b->params->ops == &bt_ops_ref ? "ref" : bt_isa_name(bt_isa_active()));
     snprintf(row->hosts, sizeof row->hosts, "%s", b->run.hosts);
     size_t used = 0;
     for (int i = 0; i < t->split->n && used < sizeof row->tensor_split; i++)

@@ -33,96 +33,16 @@
 #include "kernels/kernels.h"
 #include "synth.h"
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
-
-/* ---- SIMD for the machine measurements ---- */
-
-#if defined(__AVX512F__)
-#define KB_ISA "AVX-512"
-#define KB_VL 16
-typedef __m512 kb_vec;
-static inline kb_vec kb_set1(float a) { return _mm512_set1_ps(a); }
-static inline kb_vec kb_load(const float *p) { return _mm512_loadu_ps(p); }
-static inline kb_vec kb_add(kb_vec a, kb_vec b) { return _mm512_add_ps(a, b); }
-static inline kb_vec kb_fma(kb_vec a, kb_vec b, kb_vec c) { return _mm512_fmadd_ps(a, b, c); }
-static inline float kb_hsum(kb_vec a) { return _mm512_reduce_add_ps(a); }
-#elif defined(__AVX2__) && defined(__FMA__)
-#define KB_ISA "AVX2+FMA"
-#define KB_VL 8
-typedef __m256 kb_vec;
-static inline kb_vec kb_set1(float a) { return _mm256_set1_ps(a); }
-static inline kb_vec kb_load(const float *p) { return _mm256_loadu_ps(p); }
-static inline kb_vec kb_add(kb_vec a, kb_vec b) { return _mm256_add_ps(a, b); }
-static inline kb_vec kb_fma(kb_vec a, kb_vec b, kb_vec c) { return _mm256_fmadd_ps(a, b, c); }
-static inline float kb_hsum(kb_vec a)
-{
-    float v[8];
-    _mm256_storeu_ps(v, a);
-    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
-#else
-#define KB_ISA "scalar"
-#define KB_VL 1
-typedef float kb_vec;
-static inline kb_vec kb_set1(float a) { return a; }
-static inline kb_vec kb_load(const float *p) { return *p; }
-static inline kb_vec kb_add(kb_vec a, kb_vec b) { return a + b; }
-static inline kb_vec kb_fma(kb_vec a, kb_vec b, kb_vec c) { return a * b + c; }
-static inline float kb_hsum(kb_vec a) { return a; }
-#endif
-
-/* Independent FMA chains: enough to cover latency x issue width (4 x 2 on
- * current x86 cores) with room to spare; 12 + 2 constants fit in 16
- * registers. */
-#define KB_N_ACC 12
-
-/* iters x KB_N_ACC dependent-free FMAs; acc -> acc * 0.999 + 0.001 stays
- * near 1 (no overflow, no denormals). The result keeps the loop alive. */
-static float fma_loop(int64_t iters)
-{
-    const kb_vec b = kb_set1(0.999f), c = kb_set1(0.001f);
-    kb_vec a0 = kb_set1(0.0f), a1 = kb_set1(0.1f), a2 = kb_set1(0.2f), a3 = kb_set1(0.3f);
-    kb_vec a4 = kb_set1(0.4f), a5 = kb_set1(0.5f), a6 = kb_set1(0.6f), a7 = kb_set1(0.7f);
-    kb_vec a8 = kb_set1(0.8f), a9 = kb_set1(0.9f), a10 = kb_set1(1.0f), a11 = kb_set1(1.1f);
-    for (int64_t i = 0; i < iters; i++) {
-        a0 = kb_fma(a0, b, c), a1 = kb_fma(a1, b, c), a2 = kb_fma(a2, b, c);
-        a3 = kb_fma(a3, b, c), a4 = kb_fma(a4, b, c), a5 = kb_fma(a5, b, c);
-        a6 = kb_fma(a6, b, c), a7 = kb_fma(a7, b, c), a8 = kb_fma(a8, b, c);
-        a9 = kb_fma(a9, b, c), a10 = kb_fma(a10, b, c), a11 = kb_fma(a11, b, c);
-    }
-    kb_vec s = kb_add(kb_add(kb_add(a0, a1), kb_add(a2, a3)), kb_add(kb_add(a4, a5), kb_add(a6, a7)));
-    return kb_hsum(kb_add(s, kb_add(kb_add(a8, a9), kb_add(a10, a11))));
-}
-
-/* Sum of p[0 .. n) with SIMD loads and 4 independent accumulators. */
-static float sum_loop(const float *restrict p, size_t n)
-{
-    kb_vec a0 = kb_set1(0.0f), a1 = a0, a2 = a0, a3 = a0;
-    size_t i = 0;
-    for (; i + 4 * KB_VL <= n; i += 4 * KB_VL) {
-        a0 = kb_add(a0, kb_load(p + i));
-        a1 = kb_add(a1, kb_load(p + i + KB_VL));
-        a2 = kb_add(a2, kb_load(p + i + 2 * KB_VL));
-        a3 = kb_add(a3, kb_load(p + i + 3 * KB_VL));
-    }
-    float s = kb_hsum(kb_add(kb_add(a0, a1), kb_add(a2, a3)));
-    for (; i < n; i++)
-        s += p[i];
-    return s;
-}
-
 static volatile float kb_sink; /* keeps measured loops from being optimized away */
 
 /* GFLOP/s of fma_loop on n_threads threads: best of 3 passes of ~target s. */
 static double measure_fma(int n_threads, double target)
 {
     int64_t iters = 1 << 12;
-    double t;
+    double t, flops = 0.0;
     for (;;) { /* size a pass on one thread */
         double t0 = bt_now();
-        kb_sink += fma_loop(iters);
+        kb_sink += bt_peak_fma(iters, &flops);
         t = bt_now() - t0;
         if (t >= 0.01)
             break;
@@ -136,13 +56,14 @@ static double measure_fma(int n_threads, double target)
         double t0 = bt_now();
 #pragma omp parallel num_threads(n_threads) reduction(+ : total)
         {
-            total += fma_loop(iters);
+            double f;
+            total += bt_peak_fma(iters, &f);
             if (omp_get_thread_num() == 0)
                 team = omp_get_num_threads();
         }
         t = bt_now() - t0;
         kb_sink += total;
-        double gflops = 2.0 * KB_N_ACC * KB_VL * (double)iters * team / t * 1e-9;
+        double gflops = flops * (double)iters * team / t * 1e-9;
         best = gflops > best ? gflops : best;
     }
     return best;
@@ -162,7 +83,7 @@ static double measure_read(const float *buf, size_t n, int n_threads, double tar
             const size_t chunk = (n / nt + 63) & ~(size_t)63; /* whole cache lines */
             const size_t lo = me * chunk < n ? me * chunk : n;
             const size_t hi = lo + chunk < n ? lo + chunk : n;
-            total += sum_loop(buf + lo, hi - lo);
+            total += bt_peak_sum(buf + lo, hi - lo);
         }
         double t = bt_now() - t0;
         spent += t;
@@ -625,9 +546,10 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
     fprintf(f, "## baton-bench --kernels (build %s)\n\n", BT_BUILD_COMMIT);
-    fprintf(f, "CPU: %s, %d cores; peak loops: %s; load average %.2f before, %.2f after "
-               "(other processes on these cores slow the multi-thread rows most)\n\n",
-            cpu, omp_get_num_procs(), KB_ISA, r->load[0], r->load[1]);
+    fprintf(f, "CPU: %s, %d cores; kernels and peak loops: the %s build (BATON_ISA); load "
+               "average %.2f before, %.2f after (other processes on these cores slow the "
+               "multi-thread rows most)\n\n",
+            cpu, omp_get_num_procs(), bt_isa_name(bt_isa_active()), r->load[0], r->load[1]);
     fprintf(f, "FMA peak: ");
     for (int i = 0; i < r->n_peaks; i++)
         fprintf(f, "%s%.1f%s (%d thread%s)", i ? ", " : "", r->peaks[i].fma_gflops,
@@ -637,9 +559,9 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
         fprintf(f, "%s%.1f GB/s (%d thread%s)", i ? ", " : "", r->peaks[i].read_gbs,
                 r->peaks[i].threads, r->peaks[i].threads > 1 ? "s" : "");
     fprintf(f, "\n\n");
-    fprintf(f, "Peaks: best pass, measured before and after the kernels (FMA: %d independent "
-               "%d-float chains per thread; read: SIMD sum over %d MiB). ",
-            KB_N_ACC, KB_VL, p->kernel_bw_mib);
+    fprintf(f, "Peaks: best pass, measured before and after the kernels (FMA: 12 independent "
+               "vector chains per thread; read: SIMD sum over %d MiB). ",
+            p->kernel_bw_mib);
     fprintf(f, "Kernels: the ops table's matmul, median of the samples after one warm-up call "
                "(-r %d, --kernel-time %g s); weights cycle through a pool of at least %.0f MiB, "
                "so they come from memory. ",
@@ -683,6 +605,11 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
     bt_synth_shape_t shapes[KB_MAX_SHAPES];
     int n_types, n_shapes;
     bt_status_t st;
+    char why[200];
+    if (!bt_isa_from_env(why, sizeof why)) {
+        bt_log_error("%s", why);
+        return BT_ERR_ARG;
+    }
     if ((st = parse_types(p->kernel_types, types, &n_types)) != BT_OK ||
         (st = parse_shapes(p->kernel_shapes, shapes, &n_shapes)) != BT_OK)
         return st;

@@ -552,9 +552,9 @@ static void print_results(const run_state_t *r)
                 "second)",
                 gt, r->n_decode, r->n_decode ? gt / r->n_decode : 0.0,
                 gt > 0 ? 1e3 * r->n_decode / gt : 0.0);
-    bt_log_info("%d rank%s x %d threads, -ub %d, pipeline %d, %s kernels", r->pipe.n_stages,
+    bt_log_info("%d rank%s x %d threads, -ub %d, pipeline %d, %s kernels (%s)", r->pipe.n_stages,
                 r->pipe.n_stages > 1 ? "s" : "", o->threads, o->ubatch, o->pipeline,
-                o->ops->name);
+                o->ops->name, o->ops == &bt_ops_ref ? "scalar" : bt_isa_name(bt_isa_active()));
 }
 
 /* Checks every rank makes alike (so they fail together), then the run. */

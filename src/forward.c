@@ -110,7 +110,7 @@ void bt_forward_set_progress(bt_forward_t *f, bt_progress_fn fn, void *arg)
 bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, float *x)
 {
     const bt_matrix_t *e = &f->m->tok_embd;
-    const bt_to_float_fn to_float = bt_type_to_float_fast(bt_type_info(e->type));
+    const bt_to_float_fn to_float = bt_type_to_float_fast(e->type);
     for (int t = 0; t < n_tok; t++) {
         if (tokens[t] < 0 || tokens[t] >= e->n_out) {
             bt_log_error("forward: token id %d at index %d is outside the vocabulary (0..%lld)",

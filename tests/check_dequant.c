@@ -1,8 +1,9 @@
 /*
  * check_dequant.c: the SIMD dequantizers of src/kernels/dequant_simd.c
- * (to_float_fast) against the scalar to_float, bit for bit (memcmp), for
- * F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
- *   table:    which types have a fast dequantizer; bt_type_to_float_fast
+ * (bt_type_to_float_fast) against the scalar to_float, bit for bit
+ * (memcmp), for F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
+ * for each instruction set this CPU runs (tu_run_isas).
+ *   table:    which types have a fast dequantizer in which set
  *   random:   random block payloads with random finite f16 scales (normal,
  *             subnormal, zero, negative), rows of 1..67 blocks, sources at
  *             byte offsets 0..3 and destinations at float offsets 0..15
@@ -19,36 +20,23 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/types.h"
+#include "kernels/kernels.h"
 #include "testutil.h"
 
 /* Silent when it holds (ck_assert reports every pass to the runner). */
 
 
 
-/* The types with a fast dequantizer and its function (tested directly, so
- * also in a build without SIMD, where the table leaves it out), in one order
- * used by every loop test. */
-static const struct {
-    uint32_t type;
-    bt_to_float_fn fast;
-} fast_fns[] = {
-    {BT_TYPE_F16, bt_to_float_fast_f16},   {BT_TYPE_BF16, bt_to_float_fast_bf16},
-    {BT_TYPE_Q8_0, bt_to_float_fast_q8_0}, {BT_TYPE_Q4_0, bt_to_float_fast_q4_0},
-    {BT_TYPE_Q4_1, bt_to_float_fast_q4_1}, {BT_TYPE_Q5_0, bt_to_float_fast_q5_0},
-    {BT_TYPE_Q5_1, bt_to_float_fast_q5_1}, {BT_TYPE_Q4_K, bt_to_float_fast_q4_k},
-    {BT_TYPE_Q5_K, bt_to_float_fast_q5_k}, {BT_TYPE_Q6_K, bt_to_float_fast_q6_k},
+/* The types with a SIMD dequantizer in the avx512 and avx2 builds, in
+ * one order used by every loop test. */
+static const uint32_t fast_types[] = {
+    BT_TYPE_F16,  BT_TYPE_BF16, BT_TYPE_Q8_0, BT_TYPE_Q4_0, BT_TYPE_Q4_1,
+    BT_TYPE_Q5_0, BT_TYPE_Q5_1, BT_TYPE_Q4_K, BT_TYPE_Q5_K, BT_TYPE_Q6_K,
 };
-#define N_FAST_TYPES ((int)(sizeof fast_fns / sizeof fast_fns[0]))
+#define N_FAST_TYPES ((int)(sizeof fast_types / sizeof fast_types[0]))
 
-static bt_to_float_fn fast_fn(uint32_t type)
-{
-    for (int i = 0; i < N_FAST_TYPES; i++)
-        if (fast_fns[i].type == type)
-            return fast_fns[i].fast;
-    ck_abort_msg("no fast dequantizer for type %u", type);
-    return NULL;
-}
+/* The active set's dequantizer (the scalar one in the sse2 build). */
+static bt_to_float_fn fast_fn(uint32_t type) { return bt_type_to_float_fast(type); }
 
 /* Byte offsets of the f16 scale fields of a block (-1 ends the list); for
  * F16 every element is one (block of 1 at offset 0); BF16 has none. */
@@ -153,28 +141,25 @@ static void compare(uint32_t type, const uint8_t *src, int nb, int soff, int dof
 
 START_TEST(test_table)
 {
+    const bool simd = bt_isa_active() != BT_ISA_SSE2;
     for (int t = 0; t < BT_TYPE_COUNT; t++) {
         const bt_type_info_t *ti = bt_type_info((uint32_t)t);
         if (ti == NULL)
             continue;
-        if (ti->to_float_fast != NULL)
-            CHECK_MSG(ti->to_float != NULL, "%s: fast but no scalar to_float", ti->name);
-        if (ti->to_float != NULL)
-            CHECK_MSG(bt_type_to_float_fast(ti) ==
-                          (ti->to_float_fast ? ti->to_float_fast : ti->to_float),
-                      "%s: bt_type_to_float_fast", ti->name);
+        bool listed = false;
+        for (int i = 0; i < N_FAST_TYPES; i++)
+            listed |= fast_types[i] == (uint32_t)t;
+        const bt_to_float_fn f = bt_type_to_float_fast((uint32_t)t);
+        if (ti->to_float == NULL)
+            CHECK_MSG(f == NULL, "%s: fast without support", ti->name);
+        else if (simd && listed)
+            CHECK_MSG(f != NULL && f != ti->to_float, "%s: no SIMD dequantizer in %s", ti->name,
+                      bt_isa_name(bt_isa_active()));
         else
-            CHECK_MSG(bt_type_to_float_fast(ti) == NULL, "%s: fast without support", ti->name);
+            CHECK_MSG(f == ti->to_float, "%s: %s has no SIMD dequantizer for it", ti->name,
+                      bt_isa_name(bt_isa_active()));
     }
-    /* the table holds the fast functions exactly when they are SIMD code */
-    for (int i = 0; i < N_FAST_TYPES; i++)
-        CHECK_MSG(bt_type_info(fast_fns[i].type)->to_float_fast ==
-                      (BT_DEQUANT_SIMD ? fast_fns[i].fast : NULL),
-                  "%s: to_float_fast in the table", bt_type_info(fast_fns[i].type)->name);
-    CHECK_MSG(bt_type_info(BT_TYPE_F32)->to_float_fast == NULL, "f32 needs no fast path");
-    CHECK_MSG((strcmp(bt_dequant_simd_isa(), "scalar") != 0) == BT_DEQUANT_SIMD, "isa %s",
-              bt_dequant_simd_isa());
-    fprintf(stderr, "dequant: fast path built for %s\n", bt_dequant_simd_isa());
+    CHECK_MSG(bt_type_to_float_fast(BT_TYPE_COUNT + 7) == NULL, "unknown type");
 }
 END_TEST
 
@@ -182,7 +167,7 @@ END_TEST
 
 START_TEST(test_random)
 {
-    const uint32_t type = fast_fns[_i].type;
+    const uint32_t type = fast_types[_i];
     const bt_type_info_t *ti = bt_type_info(type);
     /* rows of 1..67 blocks (F16 / BF16: elements, so odd tails too) */
     static const int sizes[] = {1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 33, 64, 67};
@@ -208,7 +193,7 @@ END_TEST
 
 START_TEST(test_special_scales)
 {
-    const uint32_t type = fast_fns[_i].type;
+    const uint32_t type = fast_types[_i];
     const bt_type_info_t *ti = bt_type_info(type);
     static const uint16_t special[] = {
         0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400, 0x8400, 0x3c00, 0xbc00,
@@ -298,14 +283,14 @@ START_TEST(test_speed)
     float *out = xmalloc((size_t)n * sizeof(float));
     rng_t r = rng_make(9);
     fprintf(stderr, "dequant speed (%s), row of %lld elements, G elements/s:\n",
-            bt_dequant_simd_isa(), (long long)n);
+            bt_isa_name(bt_isa_active()), (long long)n);
     for (int i = 0; i < N_FAST_TYPES; i++) {
-        const bt_type_info_t *ti = bt_type_info(fast_fns[i].type);
+        const bt_type_info_t *ti = bt_type_info(fast_types[i]);
         const int nb = (int)(n / ti->block_size);
         uint8_t *buf = xmalloc((size_t)nb * ti->block_bytes);
-        rand_blocks(buf, fast_fns[i].type, nb, &r);
+        rand_blocks(buf, fast_types[i], nb, &r);
         const double gs = rate(ti->to_float, out, buf, n);
-        const double gf = rate(fast_fns[i].fast, out, buf, n);
+        const double gf = rate(fast_fn(fast_types[i]), out, buf, n);
         fprintf(stderr, "  %-5s scalar %6.2f  fast %6.2f  (x%.1f)\n", ti->name, gs, gf, gf / gs);
         free(buf);
     }
@@ -334,6 +319,6 @@ static Suite *dequant_suite(void)
 
 int main(void)
 {
-    int failed = tu_run(dequant_suite());
+    int failed = tu_run_isas(dequant_suite);
     return failed == 0 ? 0 : 1;
 }

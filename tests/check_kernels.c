@@ -1171,6 +1171,6 @@ static Suite *kernels_suite(void)
 
 int main(void)
 {
-    int failed = tu_run(kernels_suite());
+    int failed = tu_run_isas(kernels_suite);
     return failed == 0 ? 0 : 1;
 }

@@ -1056,6 +1056,6 @@ static Suite *quants_suite(void)
 
 int main(void)
 {
-    int failed = tu_run(quants_suite());
+    int failed = tu_run_isas(quants_suite);
     return failed == 0 ? 0 : 1;
 }

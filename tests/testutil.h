@@ -178,4 +178,30 @@ static inline int tu_run(Suite *s)
     return failed;
 }
 
+/* Runs the suite make() builds once per instruction-set build of the CPU
+ * kernels that this CPU runs (bt_isa_select), or only BATON_ISA's where it
+ * names one; says which it skips and why. Returns the failures of all. */
+static inline int tu_run_isas(Suite *(*make)(void))
+{
+    const char *env = getenv("BATON_ISA");
+    bt_isa_t only;
+    const bool one = env != NULL && bt_isa_parse(env, &only);
+    int failed = 0;
+    for (int i = 0; i < BT_ISA_COUNT; i++) {
+        const bt_isa_t isa = (bt_isa_t)i;
+        const char *missing = bt_isa_missing(isa);
+        if (one && isa != only)
+            continue;
+        if (missing != NULL) {
+            fprintf(stderr, "isa %s: skipped, this CPU lacks %s\n", bt_isa_name(isa), missing);
+            failed += one; /* asked for by name: a failure */
+            continue;
+        }
+        bt_isa_select(isa);
+        fprintf(stderr, "isa %s:\n", bt_isa_name(isa));
+        failed += tu_run(make());
+    }
+    return failed;
+}
+
 #endif /* BT_TESTUTIL_H */

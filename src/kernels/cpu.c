@@ -23,6 +23,7 @@ static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vf_store(float *p, vf a) { _mm512_storeu_ps(p, a); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 static inline float vf_sum(vf a) { return _mm512_reduce_add_ps(a); }
 /* The first n (0..VL) lanes; the others load as 0 and are not stored. */
 static inline vf vf_load_n(const float *p, int n)
@@ -43,6 +44,7 @@ static inline vf vf_load(const float *p) { return _mm256_loadu_ps(p); }
 static inline void vf_store(float *p, vf a) { _mm256_storeu_ps(p, a); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
 static inline float vf_sum(vf a)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -68,6 +70,7 @@ static inline vf vf_load(const float *p) { vf a; memcpy(&a, p, sizeof a); return
 static inline void vf_store(float *p, vf a) { memcpy(p, &a, sizeof a); }
 static inline vf vf_fma(vf a, vf b, vf c) { return a * b + c; }
 static inline vf vf_mul(vf a, vf b) { return a * b; }
+static inline vf vf_add(vf a, vf b) { return a + b; }
 static inline float vf_sum(vf a)
 {
     float s = 0.0f;
@@ -456,7 +459,8 @@ static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float 
 #endif
     const int64_t n_blocks = (n_out + BT_MATMUL_ROWS - 1) / BT_MATMUL_ROWS;
     const bool direct = w->type == BT_TYPE_F32;
-    const bt_to_float_fn to_float = bt_type_to_float_fast(bt_type_info(w->type));
+    const bt_to_float_fn fast = bt_dequant_simd_fn(w->type);
+    const bt_to_float_fn to_float = fast ? fast : bt_type_info(w->type)->to_float;
 
     const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
@@ -750,10 +754,10 @@ static void cpu_attention(float *restrict out, const float *restrict q, const vo
     }
 }
 
-/* The quantized formats against 8-bit activations where the CPU can
+/* The quantized formats against 8-bit activations where this build can
  * (cpu_q8.c), F32/F16/BF16 as one FMA chain per output over row panels
  * (cpu_fpanel.c), anything else as bt_ops_exact. */
-bool bt_ops_cpu_is_exact(uint32_t type, int64_t n_in)
+static bool cpu_is_exact(uint32_t type, int64_t n_in)
 {
     return !bt_cpu_q8_supports(type, n_in) && !bt_cpu_fpanel_supports(type);
 }
@@ -769,26 +773,14 @@ static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *r
         exact_matmul(out, w, x, n_tok, s);
 }
 
-const bt_ops_t bt_ops_cpu = {
-    .name = "cpu",
-    .matmul = cpu_matmul,
-    .attention = cpu_attention,
-};
-
-const bt_ops_t bt_ops_exact = {
-    .name = "exact",
-    .matmul = exact_matmul,
-    .attention = cpu_attention,
-};
-
-size_t bt_pack_bytes(const bt_matrix_t *w)
+static size_t pack_bytes(const bt_matrix_t *w)
 {
     if (bt_cpu_fpanel_supports(w->type))
         return bt_cpu_fpanel_bytes(w->type, w->n_in, w->n_out);
     return bt_cpu_q8_packed_bytes(w->type, w->n_in, w->n_out);
 }
 
-void bt_pack(const bt_matrix_t *w, void *dst)
+static void pack(const bt_matrix_t *w, void *dst)
 {
     if (bt_cpu_fpanel_supports(w->type))
         bt_cpu_fpanel_pack(dst, w);
@@ -796,11 +788,60 @@ void bt_pack(const bt_matrix_t *w, void *dst)
         bt_cpu_q8_pack(dst, w);
 }
 
-const bt_ops_t *bt_ops_by_name(const char *name)
+/* ---- baton-bench's machine peaks, with this build's vectors ---- */
+
+/* Independent FMA chains: enough to cover latency x issue width (4 x 2 on
+ * current x86 cores) with room to spare; 12 + 2 constants fit in 16
+ * registers. iters x PEAK_CHAINS FMAs of VL lanes; acc -> acc * 0.999 +
+ * 0.001 stays near 1 (no overflow, no denormals). */
+#define PEAK_CHAINS 12
+
+static float peak_fma(int64_t iters, double *flops_per_iter)
 {
-    static const bt_ops_t *const all[] = {&bt_ops_cpu, &bt_ops_exact, &bt_ops_ref};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (strcmp(all[i]->name, name) == 0)
-            return all[i];
-    return NULL;
+    const vf b = vf_set1(0.999f), c = vf_set1(0.001f);
+    vf a[PEAK_CHAINS];
+#pragma GCC unroll 12
+    for (int i = 0; i < PEAK_CHAINS; i++)
+        a[i] = vf_set1(0.1f * (float)i);
+    for (int64_t n = 0; n < iters; n++)
+#pragma GCC unroll 12
+        for (int i = 0; i < PEAK_CHAINS; i++)
+            a[i] = vf_fma(a[i], b, c);
+    float s = 0.0f;
+    for (int i = 0; i < PEAK_CHAINS; i++)
+        s += vf_sum(a[i]);
+    *flops_per_iter = 2.0 * PEAK_CHAINS * VL;
+    return s;
 }
+
+/* Sum of p[0 .. n) with 4 independent vector accumulators. */
+static float peak_sum(const float *restrict p, size_t n)
+{
+    vf a0 = vf_zero(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 4 * VL <= n; i += 4 * VL) {
+        a0 = vf_add(a0, vf_load(p + i));
+        a1 = vf_add(a1, vf_load(p + i + VL));
+        a2 = vf_add(a2, vf_load(p + i + 2 * VL));
+        a3 = vf_add(a3, vf_load(p + i + 3 * VL));
+    }
+    float s = vf_sum(vf_add(vf_add(a0, a1), vf_add(a2, a3)));
+    for (; i < n; i++)
+        s += p[i];
+    return s;
+}
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+const bt_isa_kernels_t BT_ISA(bt_isa_kernels) = {
+    .name = STR(BT_ISA_TAG),
+    .cpu = {.name = "cpu", .matmul = cpu_matmul, .attention = cpu_attention},
+    .exact = {.name = "exact", .matmul = exact_matmul, .attention = cpu_attention},
+    .cpu_is_exact = cpu_is_exact,
+    .pack_bytes = pack_bytes,
+    .pack = pack,
+    .to_float_fast = bt_dequant_simd_fn,
+    .peak_fma = peak_fma,
+    .peak_sum = peak_sum,
+};

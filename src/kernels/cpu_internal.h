@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "kernels.h"
+#include "isa.h" /* first: the names of this instruction set's build */
 
 /* Work (multiply-adds) below which a kernel runs on the calling thread:
  * waking a team costs tens of microseconds on a busy or virtualized

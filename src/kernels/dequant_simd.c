@@ -1,8 +1,8 @@
 /*
- * dequant_simd.c: SIMD dequantization of rows (bt_to_float_fast_*), the
- * to_float_fast entries of the type table, used by the fast CPU ops
- * (cpu.c's matmul, the embedding lookup). The reference ops keep the scalar
- * bt_to_float_* of quants.c / types.c.
+ * dequant_simd.c: SIMD dequantization of rows (bt_dequant_simd_fn, per
+ * instruction set: isa.h), used by the fast CPU ops (cpu.c's matmul, the
+ * embedding lookup through bt_type_to_float_fast). The reference ops keep
+ * the scalar bt_to_float_* of quants.c / types.c.
  *
  * Every function here gives, bit for bit, what its scalar counterpart gives
  * for every input: each element is computed with the same IEEE operations on
@@ -25,12 +25,12 @@
  * tests/check_dequant.c finds these equal too.)
  *
  * Paths: AVX-512F (which implies AVX2; AVX-512BW/VL, where the build has
- * them, for one byte-masked add), AVX2 + F16C, else the scalar functions
- * (and the type table then leaves to_float_fast NULL). Loads and stores are
+ * them, for one byte-masked add), AVX2 + F16C, else none (the baseline
+ * build returns NULL: callers use the scalar to_float). Loads and stores are
  * unaligned, so the source and destination may have any alignment; n is a
  * multiple of the block size.
  */
-#include "types.h"
+#include "isa.h"
 
 #include <string.h>
 
@@ -39,24 +39,9 @@
 #elif defined(__AVX2__) && defined(__F16C__)
 #define BT_DQ_AVX2 1
 #endif
-#if (defined(BT_DQ_AVX512) || defined(BT_DQ_AVX2)) != BT_DEQUANT_SIMD
-#error "types.h's BT_DEQUANT_SIMD disagrees with the paths here"
-#endif
-
 #if defined(BT_DQ_AVX512) || defined(BT_DQ_AVX2)
 #include <immintrin.h>
 #endif
-
-const char *bt_dequant_simd_isa(void)
-{
-#if defined(BT_DQ_AVX512)
-    return "avx512";
-#elif defined(BT_DQ_AVX2)
-    return "avx2";
-#else
-    return "scalar";
-#endif
-}
 
 #if defined(BT_DQ_AVX512) || defined(BT_DQ_AVX2)
 
@@ -198,7 +183,7 @@ static inline __m512 iota16_hi(void)
     return _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
 }
 
-void bt_to_float_fast_f16(float *restrict out, const void *restrict in, int64_t n)
+static void fast_f16(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     int64_t i = 0;
@@ -215,7 +200,7 @@ void bt_to_float_fast_f16(float *restrict out, const void *restrict in, int64_t 
         out[i] = bt_f16_to_f32(rd16(p + 2 * i));
 }
 
-void bt_to_float_fast_bf16(float *restrict out, const void *restrict in, int64_t n)
+static void fast_bf16(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     int64_t i = 0;
@@ -227,7 +212,7 @@ void bt_to_float_fast_bf16(float *restrict out, const void *restrict in, int64_t
         out[i] = bt_bf16_to_f32(rd16(p + 2 * i));
 }
 
-void bt_to_float_fast_q8_0(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q8_0(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     for (int64_t i = 0; i < n / BT_QK8_0; i++, p += sizeof(bt_block_q8_0_t), out += BT_QK8_0) {
@@ -238,7 +223,7 @@ void bt_to_float_fast_q8_0(float *restrict out, const void *restrict in, int64_t
 }
 
 /* Q4_0: the 16 values d * (float)(q - 8); element = table[nibble]. */
-void bt_to_float_fast_q4_0(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q4_0(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     const __m512 lv = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
@@ -251,7 +236,7 @@ void bt_to_float_fast_q4_0(float *restrict out, const void *restrict in, int64_t
 }
 
 /* Q4_1: the 16 values d * (float)q + m. */
-void bt_to_float_fast_q4_1(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q4_1(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     const __m512 lv = iota16();
@@ -271,7 +256,7 @@ static inline __m512 pick32b(__m128i idx, __m512 lo, __m512 hi)
 }
 
 /* Q5_0: the 32 values d * (float)(q - 16), table lo for q < 16. */
-void bt_to_float_fast_q5_0(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q5_0(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     const __m512 l0 = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4,
@@ -287,7 +272,7 @@ void bt_to_float_fast_q5_0(float *restrict out, const void *restrict in, int64_t
 }
 
 /* Q5_1: the 32 values d * (float)q + m. */
-void bt_to_float_fast_q5_1(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q5_1(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     const __m512 l0 = iota16(), l1 = iota16_hi();
@@ -302,7 +287,7 @@ void bt_to_float_fast_q5_1(float *restrict out, const void *restrict in, int64_t
 }
 
 /* Q4_K: per sub-block the 16 values step * (float)q - off. */
-void bt_to_float_fast_q4_k(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q4_k(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     const __m512 lv = iota16();
@@ -325,7 +310,7 @@ void bt_to_float_fast_q4_k(float *restrict out, const void *restrict in, int64_t
 }
 
 /* Q5_K: per sub-block the 32 values step * (float)q - off. */
-void bt_to_float_fast_q5_k(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q5_k(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     const __m512 l0 = iota16(), l1 = iota16_hi();
@@ -362,7 +347,7 @@ static inline void q6k_store32(float *out, __m256i v, const float *s)
 }
 
 /* Q6_K: (d * sc) * (float)(q - 32), 16 elements per scale. */
-void bt_to_float_fast_q6_k(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q6_k(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     for (int64_t i = 0; i < n / BT_QK_K; i++, p += sizeof(bt_block_q6_k_t)) {
@@ -399,7 +384,7 @@ static inline __m256i ld_i8x8(const uint8_t *p)
 
 static inline __m256 cvt(__m256i v) { return _mm256_cvtepi32_ps(v); }
 
-void bt_to_float_fast_f16(float *restrict out, const void *restrict in, int64_t n)
+static void fast_f16(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     int64_t i = 0;
@@ -416,7 +401,7 @@ void bt_to_float_fast_f16(float *restrict out, const void *restrict in, int64_t 
         out[i] = bt_f16_to_f32(rd16(p + 2 * i));
 }
 
-void bt_to_float_fast_bf16(float *restrict out, const void *restrict in, int64_t n)
+static void fast_bf16(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     int64_t i = 0;
@@ -428,7 +413,7 @@ void bt_to_float_fast_bf16(float *restrict out, const void *restrict in, int64_t
         out[i] = bt_bf16_to_f32(rd16(p + 2 * i));
 }
 
-void bt_to_float_fast_q8_0(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q8_0(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     for (int64_t i = 0; i < n / BT_QK8_0; i++, p += sizeof(bt_block_q8_0_t), out += BT_QK8_0) {
@@ -438,7 +423,7 @@ void bt_to_float_fast_q8_0(float *restrict out, const void *restrict in, int64_t
     }
 }
 
-void bt_to_float_fast_q4_0(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q4_0(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     const __m256i m4 = _mm256_set1_epi32(0xf), k8 = _mm256_set1_epi32(8);
@@ -454,7 +439,7 @@ void bt_to_float_fast_q4_0(float *restrict out, const void *restrict in, int64_t
     }
 }
 
-void bt_to_float_fast_q4_1(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q4_1(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     const __m256i m4 = _mm256_set1_epi32(0xf);
@@ -488,7 +473,7 @@ static inline void i8x32_ps(__m256i v, __m256 *f)
     f[3] = cvt(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(hi, hi)));
 }
 
-void bt_to_float_fast_q5_0(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q5_0(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     const __m256i k16 = _mm256_set1_epi8(16);
@@ -501,7 +486,7 @@ void bt_to_float_fast_q5_0(float *restrict out, const void *restrict in, int64_t
     }
 }
 
-void bt_to_float_fast_q5_1(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q5_1(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     for (int64_t i = 0; i < n / BT_QK5_1; i++, p += sizeof(bt_block_q5_1_t), out += BT_QK5_1) {
@@ -513,7 +498,7 @@ void bt_to_float_fast_q5_1(float *restrict out, const void *restrict in, int64_t
     }
 }
 
-void bt_to_float_fast_q4_k(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q4_k(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     const __m256i m4 = _mm256_set1_epi32(0xf);
@@ -534,7 +519,7 @@ void bt_to_float_fast_q4_k(float *restrict out, const void *restrict in, int64_t
     }
 }
 
-void bt_to_float_fast_q5_k(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q5_k(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     for (int64_t i = 0; i < n / BT_QK_K; i++, p += sizeof(bt_block_q5_k_t)) {
@@ -570,7 +555,7 @@ static inline void q6k_store32(float *out, __m256i v, const float *s)
     _mm256_storeu_ps(out + 24, _mm256_mul_ps(s1, f[3]));
 }
 
-void bt_to_float_fast_q6_k(float *restrict out, const void *restrict in, int64_t n)
+static void fast_q6_k(float *restrict out, const void *restrict in, int64_t n)
 {
     const uint8_t *p = in;
     for (int64_t i = 0; i < n / BT_QK_K; i++, p += sizeof(bt_block_q6_k_t)) {
@@ -590,43 +575,26 @@ void bt_to_float_fast_q6_k(float *restrict out, const void *restrict in, int64_t
     }
 }
 
-/* ======================================================================
- * no SIMD: the scalar code
- * ====================================================================== */
-#else
-
-void bt_to_float_fast_f16(float *restrict out, const void *restrict in, int64_t n)
-{
-    const uint8_t *p = in;
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        out[i] = bt_f16_to_f32(h);
-    }
-}
-
-void bt_to_float_fast_bf16(float *restrict out, const void *restrict in, int64_t n)
-{
-    const uint8_t *p = in;
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        out[i] = bt_bf16_to_f32(h);
-    }
-}
-
-#define SCALAR_FAST(sfx)                                                                    \
-    void bt_to_float_fast_##sfx(float *restrict out, const void *restrict in, int64_t n)    \
-    {                                                                                       \
-        bt_to_float_##sfx(out, in, n);                                                      \
-    }
-SCALAR_FAST(q8_0)
-SCALAR_FAST(q4_0)
-SCALAR_FAST(q4_1)
-SCALAR_FAST(q5_0)
-SCALAR_FAST(q5_1)
-SCALAR_FAST(q4_k)
-SCALAR_FAST(q5_k)
-SCALAR_FAST(q6_k)
-
 #endif
+
+bt_to_float_fn bt_dequant_simd_fn(uint32_t type)
+{
+#if defined(BT_DQ_AVX512) || defined(BT_DQ_AVX2)
+    switch (type) {
+    case BT_TYPE_F16: return fast_f16;
+    case BT_TYPE_BF16: return fast_bf16;
+    case BT_TYPE_Q4_0: return fast_q4_0;
+    case BT_TYPE_Q4_1: return fast_q4_1;
+    case BT_TYPE_Q5_0: return fast_q5_0;
+    case BT_TYPE_Q5_1: return fast_q5_1;
+    case BT_TYPE_Q8_0: return fast_q8_0;
+    case BT_TYPE_Q4_K: return fast_q4_k;
+    case BT_TYPE_Q5_K: return fast_q5_k;
+    case BT_TYPE_Q6_K: return fast_q6_k;
+    default: return NULL;
+    }
+#else
+    (void)type;
+    return NULL;
+#endif
+}

@@ -98,6 +98,51 @@ bool bt_ops_cpu_is_exact(uint32_t type, int64_t n_in);
 /* The table called name ("cpu", "exact", "ref"), or NULL. */
 const bt_ops_t *bt_ops_by_name(const char *name);
 
+/* ---- instruction sets ----
+ *
+ * bt_ops_cpu and bt_ops_exact are built three times (isa.h): for AVX-512
+ * with VNNI, for AVX2 with FMA and F16C, and for the x86-64 baseline
+ * (SSE2). Each call runs the build of the active set: the best one this
+ * CPU and OS run, unless the environment variable BATON_ISA names another
+ * (bt_isa_from_env) or bt_isa_select chose one. bt_ops_cpu gives the same
+ * bits on AVX-512 and AVX2 for packed weights (bt_pack) of the types both
+ * have a path for; otherwise results may differ between sets in rounding.
+ * bt_ops_ref is the same scalar code everywhere. */
+typedef enum bt_isa { BT_ISA_AVX512, BT_ISA_AVX2, BT_ISA_SSE2, BT_ISA_COUNT } bt_isa_t;
+
+/* "avx512", "avx2", "sse2" */
+const char *bt_isa_name(bt_isa_t isa);
+
+/* The set called name; false when there is none. */
+bool bt_isa_parse(const char *name, bt_isa_t *isa);
+
+/* NULL when this CPU and OS run isa, else the name of a feature it lacks
+ * (a static string). */
+const char *bt_isa_missing(bt_isa_t isa);
+
+/* The set in use (the best available until one is chosen). */
+bt_isa_t bt_isa_active(void);
+
+/* Use isa from now on; false (and no change) when bt_isa_missing(isa).
+ * Not while kernels run on other threads. */
+bool bt_isa_select(bt_isa_t isa);
+
+/* Applies BATON_ISA: unset, empty or "auto" selects the best set; a name
+ * selects that set. False, with the reason in why (n bytes), when the value
+ * names no set or one this CPU cannot run; the active set is unchanged. */
+bool bt_isa_from_env(char *why, size_t n);
+
+/* For measuring the machine (baton-bench), with the active set's vectors:
+ * iters rounds of independent FMA chains (*flops_per_iter: the FLOPs of a
+ * round; the result keeps the loop from being optimized away), and the
+ * sum of p[0 .. n) (a streaming read). */
+float bt_peak_fma(int64_t iters, double *flops_per_iter);
+float bt_peak_sum(const float *p, size_t n);
+
+/* The fastest exact dequantizer of a type for the active set (bitwise
+ * equal to bt_type_info(type)->to_float), NULL when the type has none. */
+bt_to_float_fn bt_type_to_float_fast(uint32_t type);
+
 /* ---- element-wise and per-row kernels (one implementation: each output
  * element depends on its own row only, in a fixed order) ---- */
 

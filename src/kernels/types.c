@@ -122,24 +122,14 @@ _Static_assert(sizeof(bt_block_q4_k_t) == 144, "q4_k block is 144 bytes");
 _Static_assert(sizeof(bt_block_q5_k_t) == 176, "q5_k block is 176 bytes");
 _Static_assert(sizeof(bt_block_q6_k_t) == 210, "q6_k block is 210 bytes");
 
-/* to_float_fast only where dequant_simd.c has SIMD code (else NULL: the
- * scalar to_float, without a call through a wrapper). */
-#if BT_DEQUANT_SIMD
-#define FAST(fn) fn
-#else
-#define FAST(fn) NULL
-#endif
-
-#define KNOWN(id, nm, bs, bb) [id] = {nm, bs, bb, NULL, NULL, NULL}
-#define COMPUTE(id, nm, bs, bb, pfx, fast)                                                       \
-    [id] = {nm, bs, bb, pfx##_to_float, pfx##_from_float, fast}
+#define KNOWN(id, nm, bs, bb) [id] = {nm, bs, bb, NULL, NULL}
+#define COMPUTE(id, nm, bs, bb, pfx) [id] = {nm, bs, bb, pfx##_to_float, pfx##_from_float}
 #define BLOCKS(id, nm, bs, sfx)                                                                  \
-    [id] = {nm, bs, sizeof(bt_block_##sfx##_t), bt_to_float_##sfx, bt_from_float_##sfx,          \
-            FAST(bt_to_float_fast_##sfx)}
+    [id] = {nm, bs, sizeof(bt_block_##sfx##_t), bt_to_float_##sfx, bt_from_float_##sfx}
 
 static const bt_type_info_t type_table[BT_TYPE_COUNT] = {
-    COMPUTE(BT_TYPE_F32, "f32", 1, 4, f32, NULL),
-    COMPUTE(BT_TYPE_F16, "f16", 1, 2, f16, FAST(bt_to_float_fast_f16)),
+    COMPUTE(BT_TYPE_F32, "f32", 1, 4, f32),
+    COMPUTE(BT_TYPE_F16, "f16", 1, 2, f16),
     BLOCKS(BT_TYPE_Q4_0, "q4_0", BT_QK4_0, q4_0),
     BLOCKS(BT_TYPE_Q4_1, "q4_1", BT_QK4_1, q4_1),
     BLOCKS(BT_TYPE_Q5_0, "q5_0", BT_QK5_0, q5_0),
@@ -157,7 +147,7 @@ static const bt_type_info_t type_table[BT_TYPE_COUNT] = {
     KNOWN(BT_TYPE_I32, "i32", 1, 4),
     KNOWN(BT_TYPE_I64, "i64", 1, 8),
     KNOWN(BT_TYPE_F64, "f64", 1, 8),
-    COMPUTE(BT_TYPE_BF16, "bf16", 1, 2, bf16, FAST(bt_to_float_fast_bf16)),
+    COMPUTE(BT_TYPE_BF16, "bf16", 1, 2, bf16),
 };
 
 const bt_type_info_t *bt_type_info(uint32_t type)

@@ -51,16 +51,7 @@ typedef struct bt_type_info {
     size_t block_bytes;      /* bytes per block */
     bt_to_float_fn to_float; /* NULL: known layout, no compute support */
     bt_from_float_fn from_float;
-    /* SIMD dequantization (dequant_simd.c), bitwise equal to to_float for
-     * every input; NULL: use to_float. For the fast ops only. */
-    bt_to_float_fn to_float_fast;
 } bt_type_info_t;
-
-/* The fastest exact dequantizer of a type: to_float_fast, else to_float. */
-static inline bt_to_float_fn bt_type_to_float_fast(const bt_type_info_t *ti)
-{
-    return ti->to_float_fast != NULL ? ti->to_float_fast : ti->to_float;
-}
 
 /* Table entry for a type id, or NULL when the id is not a known type. */
 const bt_type_info_t *bt_type_info(uint32_t type);
@@ -190,33 +181,6 @@ void bt_to_float_q5_k(float *restrict out, const void *restrict in, int64_t n);
 void bt_from_float_q5_k(void *restrict out, const float *restrict in, int64_t n);
 void bt_to_float_q6_k(float *restrict out, const void *restrict in, int64_t n);
 void bt_from_float_q6_k(void *restrict out, const float *restrict in, int64_t n);
-
-/* ---- SIMD dequantization (dequant_simd.c) ----
- *
- * bt_to_float_fast_<type>: the same function as the scalar to_float of the
- * type, bit for bit for every input, with AVX-512 or AVX2 + F16C when the
- * build targets them (BT_DEQUANT_SIMD 1; the type table's to_float_fast
- * entries are set only then), else the scalar code. Any alignment of in and
- * out. */
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
-#define BT_DEQUANT_SIMD 1
-#else
-#define BT_DEQUANT_SIMD 0
-#endif
-void bt_to_float_fast_f16(float *restrict out, const void *restrict in, int64_t n);
-void bt_to_float_fast_bf16(float *restrict out, const void *restrict in, int64_t n);
-void bt_to_float_fast_q4_0(float *restrict out, const void *restrict in, int64_t n);
-void bt_to_float_fast_q4_1(float *restrict out, const void *restrict in, int64_t n);
-void bt_to_float_fast_q5_0(float *restrict out, const void *restrict in, int64_t n);
-void bt_to_float_fast_q5_1(float *restrict out, const void *restrict in, int64_t n);
-void bt_to_float_fast_q8_0(float *restrict out, const void *restrict in, int64_t n);
-void bt_to_float_fast_q4_k(float *restrict out, const void *restrict in, int64_t n);
-void bt_to_float_fast_q5_k(float *restrict out, const void *restrict in, int64_t n);
-void bt_to_float_fast_q6_k(float *restrict out, const void *restrict in, int64_t n);
-
-/* The instruction set the fast dequantizers were built for: "avx512",
- * "avx2" or "scalar" (a static string). */
-const char *bt_dequant_simd_isa(void);
 
 /* Q4_K / Q5_K: step[j] = d * sc[j] and off[j] = dmin * m[j] for the 8
  * sub-blocks of a super-block (element = step * q - off), as to_float

@@ -135,7 +135,16 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
     p->last = p->rank == p->n_stages - 1;
     bt_log_capture(1);
 
-    bt_status_t st = bt_model_open(cfg->model_path, &p->model);
+    /* the kernels' instruction set (BATON_ISA), per node: all fail if one can't */
+    char why[200];
+    bt_status_t st = BT_OK;
+    if (!bt_isa_from_env(why, sizeof why)) {
+        bt_log_error("%s", why);
+        st = BT_ERR_ARG;
+    }
+    if ((st = bt_transport_agree(p->comm, st)))
+        goto fail;
+    st = bt_model_open(cfg->model_path, &p->model);
     if ((st = bt_transport_agree(p->comm, st)))
         goto fail;
     p->file_size = p->model->gguf->file_size;

@@ -1,0 +1,247 @@
+/*
+ * dispatch.c: which instruction set's build of the CPU kernels runs.
+ *
+ * The three builds (isa.h) are linked in; CPUID says which this CPU has
+ * and XGETBV whether the OS saves the registers they use. The first call
+ * of any kernel, or bt_isa_from_env / bt_isa_select, fixes the active set;
+ * bt_ops_cpu and bt_ops_exact then forward each call to it (one indirect
+ * call per matmul or attention, nothing next to the work).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "isa.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define BT_X86 1
+#endif
+
+static const bt_isa_kernels_t *const builds[BT_ISA_COUNT] = {
+    [BT_ISA_AVX512] = &bt_isa_kernels_avx512,
+    [BT_ISA_AVX2] = &bt_isa_kernels_avx2,
+    [BT_ISA_SSE2] = &bt_isa_kernels_sse2,
+};
+
+const char *bt_isa_name(bt_isa_t isa)
+{
+    return (unsigned)isa < BT_ISA_COUNT ? builds[isa]->name : "?";
+}
+
+bool bt_isa_parse(const char *name, bt_isa_t *isa)
+{
+    for (int i = 0; i < BT_ISA_COUNT; i++)
+        if (strcmp(name, builds[i]->name) == 0) {
+            *isa = (bt_isa_t)i;
+            return true;
+        }
+    return false;
+}
+
+/* ---- what the CPU has ---- */
+
+typedef struct {
+    const char *name;
+    unsigned leaf, reg, bit; /* reg: 0 ebx, 1 ecx, 2 edx */
+} feature_t;
+
+/* x86-64-v3 (the avx2 build's -march) and what x86-64-v4 and VNNI add
+ * (the avx512 build's), as CPUID reports them. */
+static const feature_t v3[] = {
+    {"avx", 1, 1, 28},   {"fma", 1, 1, 12},    {"f16c", 1, 1, 29},
+    {"movbe", 1, 1, 22}, {"avx2", 7, 0, 5},    {"bmi1", 7, 0, 3},
+    {"bmi2", 7, 0, 8},   {"lzcnt", 0x80000001u, 1, 5},
+};
+static const feature_t v4_vnni[] = {
+    {"avx512f", 7, 0, 16},  {"avx512dq", 7, 0, 17}, {"avx512cd", 7, 0, 28},
+    {"avx512bw", 7, 0, 30}, {"avx512vl", 7, 0, 31}, {"avx512vnni", 7, 1, 11},
+};
+
+#ifdef BT_X86
+static bool has(const feature_t *f)
+{
+    unsigned r[4] = {0};
+    if (f->leaf == 7) {
+        if (!__get_cpuid_count(7, 0, &r[3], &r[0], &r[1], &r[2]))
+            return false;
+    } else if (!__get_cpuid(f->leaf, &r[3], &r[0], &r[1], &r[2])) {
+        return false;
+    }
+    return r[f->reg] >> f->bit & 1;
+}
+
+/* The register state the OS saves (XCR0); 0 without OSXSAVE. */
+static uint64_t os_state(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1))
+        return 0;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (uint64_t)hi << 32 | lo;
+}
+#endif
+
+static const char *first_missing(const feature_t *f, size_t n)
+{
+#ifdef BT_X86
+    for (size_t i = 0; i < n; i++)
+        if (!has(&f[i]))
+            return f[i].name;
+    return NULL;
+#else
+    (void)n;
+    return f[0].name;
+#endif
+}
+
+const char *bt_isa_missing(bt_isa_t isa)
+{
+    if (isa == BT_ISA_SSE2)
+        return NULL;
+    const char *m = first_missing(v3, sizeof v3 / sizeof v3[0]);
+#ifdef BT_X86
+    if (m == NULL && (os_state() & 0x6) != 0x6)
+        m = "OS support for the AVX registers (XCR0)";
+#endif
+    if (m != NULL || isa == BT_ISA_AVX2)
+        return m;
+    m = first_missing(v4_vnni, sizeof v4_vnni / sizeof v4_vnni[0]);
+#ifdef BT_X86
+    if (m == NULL && (os_state() & 0xe0) != 0xe0)
+        m = "OS support for the AVX-512 registers (XCR0)";
+#endif
+    return m;
+}
+
+/* ---- the active set ---- */
+
+static const bt_isa_kernels_t *active;
+static pthread_once_t chosen = PTHREAD_ONCE_INIT;
+
+static bt_isa_t best(void)
+{
+    int i = 0;
+    while (bt_isa_missing((bt_isa_t)i) != NULL)
+        i++;
+    return (bt_isa_t)i;
+}
+
+/* BATON_ISA's set, or -1 with the reason in why. */
+static int env_choice(char *why, size_t n)
+{
+    const char *v = getenv("BATON_ISA");
+    if (v == NULL || v[0] == '\0' || strcmp(v, "auto") == 0)
+        return best();
+    bt_isa_t isa;
+    if (!bt_isa_parse(v, &isa)) {
+        snprintf(why, n, "BATON_ISA: '%s' is not one of auto, avx512, avx2, sse2", v);
+        return -1;
+    }
+    const char *m = bt_isa_missing(isa);
+    if (m != NULL) {
+        snprintf(why, n, "BATON_ISA: '%s' cannot run on this CPU (it lacks %s)", v, m);
+        return -1;
+    }
+    return isa;
+}
+
+/* First use without a choice: BATON_ISA where it is valid (programs check
+ * it first with bt_isa_from_env and stop if not), else the best. */
+static void choose_default(void)
+{
+    if (active == NULL) {
+        char why[160];
+        const int isa = env_choice(why, sizeof why);
+        active = builds[isa >= 0 ? isa : (int)best()];
+    }
+}
+
+static const bt_isa_kernels_t *kernels(void)
+{
+    pthread_once(&chosen, choose_default);
+    return active;
+}
+
+bt_isa_t bt_isa_active(void)
+{
+    const bt_isa_kernels_t *k = kernels();
+    int i = 0;
+    while (builds[i] != k)
+        i++;
+    return (bt_isa_t)i;
+}
+
+bool bt_isa_select(bt_isa_t isa)
+{
+    pthread_once(&chosen, choose_default);
+    if ((unsigned)isa >= BT_ISA_COUNT || bt_isa_missing(isa) != NULL)
+        return false;
+    active = builds[isa];
+    return true;
+}
+
+bool bt_isa_from_env(char *why, size_t n)
+{
+    const int isa = env_choice(why, n);
+    return isa >= 0 && bt_isa_select((bt_isa_t)isa);
+}
+
+/* ---- the public tables: the active build's ops ---- */
+
+static void cpu_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                       int n_tok, const bt_scratch_t *s)
+{
+    kernels()->cpu.matmul(out, w, x, n_tok, s);
+}
+
+static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                         int n_tok, const bt_scratch_t *s)
+{
+    kernels()->exact.matmul(out, w, x, n_tok, s);
+}
+
+static void attention(float *restrict out, const float *restrict q, const void *k, const void *v,
+                      uint32_t kv_type, int n_tok, int pos0, int n_head, int n_head_kv,
+                      int head_dim, int k_stride, const bt_scratch_t *s)
+{
+    kernels()->cpu.attention(out, q, k, v, kv_type, n_tok, pos0, n_head, n_head_kv, head_dim,
+                             k_stride, s);
+}
+
+const bt_ops_t bt_ops_cpu = {.name = "cpu", .matmul = cpu_matmul, .attention = attention};
+const bt_ops_t bt_ops_exact = {.name = "exact", .matmul = exact_matmul, .attention = attention};
+
+bool bt_ops_cpu_is_exact(uint32_t type, int64_t n_in)
+{
+    return kernels()->cpu_is_exact(type, n_in);
+}
+
+size_t bt_pack_bytes(const bt_matrix_t *w) { return kernels()->pack_bytes(w); }
+
+void bt_pack(const bt_matrix_t *w, void *dst) { kernels()->pack(w, dst); }
+
+bt_to_float_fn bt_type_to_float_fast(uint32_t type)
+{
+    const bt_to_float_fn fast = kernels()->to_float_fast(type);
+    const bt_type_info_t *ti = bt_type_info(type);
+    return fast != NULL ? fast : ti != NULL ? ti->to_float : NULL;
+}
+
+float bt_peak_fma(int64_t iters, double *flops_per_iter)
+{
+    return kernels()->peak_fma(iters, flops_per_iter);
+}
+
+float bt_peak_sum(const float *p, size_t n) { return kernels()->peak_sum(p, n); }
+
+const bt_ops_t *bt_ops_by_name(const char *name)
+{
+    static const bt_ops_t *const all[] = {&bt_ops_cpu, &bt_ops_exact, &bt_ops_ref};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(all[i]->name, name) == 0)
+            return all[i];
+    return NULL;
+}
