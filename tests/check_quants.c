@@ -953,6 +953,74 @@ END_TEST
 START_TEST(test_matmul_q8_0) { matmul_cases(BT_TYPE_Q8_0); }
 END_TEST
 
+/* ==== the same bits on AVX-512 and AVX2 ====
+ *
+ * bt_ops_cpu's paths for these types sum exactly in integers (8-bit
+ * activations) or run one FMA chain per output (float weights), the same
+ * sequence per output in both builds: packed (as a pipeline gives it) or
+ * not, the avx512 and avx2 builds give the same bits. */
+
+static const uint32_t isa_types[] = {BT_TYPE_F32,  BT_TYPE_F16,  BT_TYPE_BF16, BT_TYPE_Q4_0,
+                                     BT_TYPE_Q4_1, BT_TYPE_Q8_0, BT_TYPE_Q4_K, BT_TYPE_Q6_K};
+#define N_ISA_TYPES ((int)(sizeof isa_types / sizeof isa_types[0]))
+
+/* out = W x with the cpu ops of isa, from packed weights or the blocks */
+static void cpu_product(bt_isa_t isa, bool packed, const bt_matrix_t *w, const float *x,
+                        int n_tok, int n_threads, float *out)
+{
+    ck_assert(bt_isa_select(isa));
+    CHECK_MSG(!bt_ops_cpu_is_exact(w->type, w->n_in), "%s: %s has no own path for it",
+              bt_type_info(w->type)->name, bt_isa_name(isa));
+    bt_matrix_t wp = *w;
+    wp.packed = packed ? tu_pack(w) : NULL;
+    ck_assert(!packed || wp.packed != NULL);
+    bt_scratch_t s = scratch_make(w->n_in, n_threads);
+    memset(out, 0xff, (size_t)n_tok * (size_t)w->n_out * sizeof(float));
+    bt_ops_cpu.matmul(out, &wp, x, n_tok, &s);
+    free(s.buf);
+    free((void *)wp.packed);
+}
+
+START_TEST(test_isa_same)
+{
+    const uint32_t type = isa_types[_i];
+    const char *missing = bt_isa_missing(BT_ISA_AVX512);
+    missing = missing ? missing : bt_isa_missing(BT_ISA_AVX2);
+    if (missing != NULL) {
+        fprintf(stderr, "isa_same: skipped, this CPU lacks %s\n", missing);
+        return;
+    }
+    const bt_isa_t was = bt_isa_active();
+    const int64_t n_in = bt_type_info(type)->block_size == 256 ? 512 : 320, n_out = 37;
+    static const int n_toks[] = {1, 5, 13, 41}; /* 41: two 32-token chunks */
+    rng_t r = rng_make(4100 + type);
+    wmat_t w = wmat_make(type, n_in, n_out, 0, &r);
+    const size_t n_o = 41 * (size_t)n_out;
+    float *x = xmalloc(41 * (size_t)n_in * sizeof(float));
+    float *want = xmalloc(n_o * sizeof(float)), *got = xmalloc(n_o * sizeof(float));
+    fill(x, 41 * (size_t)n_in, &r, -1.0f, 1.0f);
+    for (int i = 0; i < 4; i++)
+        for (int nth = 1; nth <= 2; nth++) {
+            const int nt = n_toks[i];
+            cpu_product(BT_ISA_AVX512, true, &w.m, x, nt, nth, want);
+            for (int v = 0; v < 3; v++) { /* avx2 packed, avx2 unpacked, avx512 unpacked */
+                cpu_product(v < 2 ? BT_ISA_AVX2 : BT_ISA_AVX512, v == 0, &w.m, x, nt, nth, got);
+                for (size_t e = 0; e < (size_t)nt * (size_t)n_out; e++)
+                    CHECK_MSG(f32_bits(got[e]) == f32_bits(want[e]),
+                              "%s %s %s, %d tokens, %d threads: element %zu %a, avx512 packed %a",
+                              bt_type_info(type)->name, v < 2 ? "avx2" : "avx512",
+                              v == 0 ? "packed" : "unpacked", nt, nth, e, (double)got[e],
+                              (double)want[e]);
+            }
+        }
+    bt_isa_select(was);
+    free(got);
+    free(want);
+    free(x);
+    wmat_free(&w);
+}
+END_TEST
+
 /* ==== invariance: one batch vs micro-batches vs threads, bitwise ==== */
 
 static const int splits[][3] = {{1, 3, 9}, {1, 1, 1}, {4, 9, 0}, {5, 5, 3}, {3, 3, 3}};
@@ -1050,6 +1118,7 @@ static Suite *quants_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_batch_invariance, 0, N_Q_TYPES);
     tcase_add_test(tc, test_batch_invariance_q8_0);
+    tcase_add_loop_test(tc, test_isa_same, 0, N_ISA_TYPES);
     suite_add_tcase(s, tc);
     return s;
 }

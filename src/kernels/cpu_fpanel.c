@@ -5,11 +5,12 @@
  * from 0 (no lanes, no horizontal sum; bt_ops_exact sums 16 lanes instead,
  * so the two differ in rounding only). Rows are laid out in panels of 16,
  * element k of the 16 rows side by side (the last panel padded with zero
- * rows), so one vector load gives 16 rows' w[k] and one broadcast x[k]
- * feeds them all: a panel streams through contiguously (decode runs at
- * memory speed) and a broadcast of one token's x[k] serves 16 rows
- * (prefill at the FMA rate), with the chains of 8 tokens, or of 8 panels
- * for one token, in flight.
+ * rows), so one vector load (AVX-512; two with AVX2) gives 16 rows' w[k]
+ * and one broadcast x[k] feeds them all: a panel streams through
+ * contiguously (decode runs at memory speed) and a broadcast of one
+ * token's x[k] serves 16 rows (prefill at the FMA rate), with the chains
+ * of several tokens, or of several panels for one token, in flight. A
+ * chain is the same in either build, so their results are the same bits.
  *
  * bt_cpu_fpanel_pack writes the panels once (bt_model_pack, in the
  * weights' own type); for weights not packed, each thread packs a panel
@@ -23,9 +24,20 @@
 #include <omp.h>
 
 #include "cpu_internal.h"
+#include "simd16.h"
 
-#if defined(__AVX512F__) && defined(__F16C__)
-#include <immintrin.h>
+#if BT_SIMD16
+
+/* Chains in flight per call: 8 panels for one token (decode), or 8 tokens
+ * of one panel (prefill), in AVX-512's 32 registers; 4 panels or 6 tokens
+ * (12 accumulators) in AVX2's 16. */
+#ifdef BT_SIMD16_AVX512
+#define GEMV_PANELS 8
+#define GEMM_TOKENS 8
+#else
+#define GEMV_PANELS 4
+#define GEMM_TOKENS 6
+#endif
 
 enum { ET_F32, ET_F16, ET_BF16 };
 
@@ -84,14 +96,9 @@ void bt_cpu_fpanel_pack(uint8_t *restrict dst, const bt_matrix_t *w)
         pack_panel(dst + (size_t)p * stride, et, w, 16 * p);
 }
 
-static inline __m512 load16(const uint8_t *p, const int et)
+static inline __attribute__((always_inline)) v16f load16(const uint8_t *p, const int et)
 {
-    if (et == ET_F32)
-        return _mm512_loadu_ps(p);
-    const __m256i h = _mm256_loadu_si256((const __m256i *)p);
-    if (et == ET_F16)
-        return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return et == ET_F32 ? v16f_load(p) : et == ET_F16 ? v16f_load_f16(p) : v16f_load_bf16(p);
 }
 
 /* P panels (pstride bytes apart) times T tokens: out[t * ldo + 16 p + i]
@@ -102,33 +109,31 @@ fpanel(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstrid
        const float *restrict x, int64_t n_in, const int P, const int T, const int et)
 {
     const size_t es = elem_bytes(et);
-    __m512 acc[8][8];
+    v16f acc[GEMV_PANELS][GEMM_TOKENS];
 #pragma GCC unroll 8
     for (int p = 0; p < P; p++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++)
-            acc[p][t] = _mm512_setzero_ps();
+            acc[p][t] = v16f_zero();
 #pragma GCC unroll 2
     for (int64_t k = 0; k < n_in; k++) {
-        __m512 w[8];
+        v16f w[GEMV_PANELS];
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++)
             w[p] = load16(pw + (size_t)p * pstride + (size_t)k * 16 * es, et);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const __m512 xb = _mm512_set1_ps(x[(size_t)t * n_in + k]);
+            const v16f xb = v16f_set1(x[(size_t)t * n_in + k]);
 #pragma GCC unroll 8
             for (int p = 0; p < P; p++)
-                acc[p][t] = _mm512_fmadd_ps(w[p], xb, acc[p][t]);
+                acc[p][t] = v16f_fma(w[p], xb, acc[p][t]);
         }
     }
 #pragma GCC unroll 8
     for (int p = 0; p < P; p++) {
-        const int left = nr - 16 * p;
-        const __mmask16 keep = (__mmask16)(left >= 16 ? 0xffff : (1u << left) - 1);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++)
-            _mm512_mask_storeu_ps(out + (size_t)t * ldo + 16 * p, keep, acc[p][t]);
+            v16f_store_n(out + (size_t)t * ldo + 16 * p, acc[p][t], nr - 16 * p);
     }
 }
 
@@ -141,28 +146,38 @@ typedef void (*fpanel_fn)(float *restrict, size_t, int, const uint8_t *, size_t,
     {                                                                                           \
         fpanel(o, ldo, nr, pw, ps, x, n, P, T, et);                                             \
     }
+#ifdef BT_SIMD16_AVX512
 #define FPANELS(name, et)                                                                      \
     FPANEL(name, 8, 1, et) FPANEL(name, 1, 1, et) FPANEL(name, 1, 2, et)                        \
     FPANEL(name, 1, 3, et) FPANEL(name, 1, 4, et) FPANEL(name, 1, 5, et)                        \
     FPANEL(name, 1, 6, et) FPANEL(name, 1, 7, et) FPANEL(name, 1, 8, et)
+#define FPANEL_KERNELS(name)                                                                   \
+    {fp_##name##_8_1,                                                                           \
+     {fp_##name##_1_1, fp_##name##_1_2, fp_##name##_1_3, fp_##name##_1_4, fp_##name##_1_5,     \
+      fp_##name##_1_6, fp_##name##_1_7, fp_##name##_1_8}}
+#else
+#define FPANELS(name, et)                                                                      \
+    FPANEL(name, 4, 1, et) FPANEL(name, 1, 1, et) FPANEL(name, 1, 2, et)                        \
+    FPANEL(name, 1, 3, et) FPANEL(name, 1, 4, et) FPANEL(name, 1, 5, et)                        \
+    FPANEL(name, 1, 6, et)
+#define FPANEL_KERNELS(name)                                                                   \
+    {fp_##name##_4_1,                                                                           \
+     {fp_##name##_1_1, fp_##name##_1_2, fp_##name##_1_3, fp_##name##_1_4, fp_##name##_1_5,     \
+      fp_##name##_1_6}}
+#endif
 FPANELS(f32, ET_F32)
 FPANELS(f16, ET_F16)
 FPANELS(bf16, ET_BF16)
 
 typedef struct {
-    fpanel_fn gemv8;      /* 8 panels, 1 token */
-    fpanel_fn gemm[8];    /* 1 panel, 1-8 tokens */
+    fpanel_fn gemv;              /* GEMV_PANELS panels, 1 token */
+    fpanel_fn gemm[GEMM_TOKENS]; /* 1 panel, 1 .. GEMM_TOKENS tokens */
 } fpanel_kernels_t;
-
-#define FPANEL_KERNELS(name)                                                                   \
-    {fp_##name##_8_1,                                                                           \
-     {fp_##name##_1_1, fp_##name##_1_2, fp_##name##_1_3, fp_##name##_1_4, fp_##name##_1_5,     \
-      fp_##name##_1_6, fp_##name##_1_7, fp_##name##_1_8}}
 static const fpanel_kernels_t fpanel_kernels[3] = {
     FPANEL_KERNELS(f32), FPANEL_KERNELS(f16), FPANEL_KERNELS(bf16)};
 
-/* Threads take contiguous shares of the work units: groups of 8 panels
- * for one token (8 chains in flight), single panels for more (8 tokens'
+/* Threads take contiguous shares of the work units: groups of GEMV_PANELS
+ * panels for one token, single panels for more (GEMM_TOKENS tokens'
  * chains). Unpacked weights: a thread packs each panel it takes into its
  * scratch (16 n_in floats, what the scratch holds per thread) as f32. */
 void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float *restrict x,
@@ -173,7 +188,7 @@ void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float
     const int et = packed ? elem_type(w->type) : ET_F32;
     const fpanel_kernels_t *k = &fpanel_kernels[et];
     const size_t pstride = (size_t)n_in * 16 * elem_bytes(et);
-    const int per_unit = n_tok == 1 && packed ? 8 : 1;
+    const int per_unit = n_tok == 1 && packed ? GEMV_PANELS : 1;
     const int64_t n_units = (n_panels + per_unit - 1) / per_unit;
     const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
 #pragma omp parallel num_threads(team) if (team > 1)
@@ -191,13 +206,13 @@ void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float
                 pack_panel(own, ET_F32, w, r0);
                 pw = own;
             }
-            if (per_unit == 8 && nr == 128) {
-                k->gemv8(out + r0, (size_t)n_out, nr, pw, pstride, x, n_in);
+            if (per_unit == GEMV_PANELS && nr == 16 * GEMV_PANELS) {
+                k->gemv(out + r0, (size_t)n_out, nr, pw, pstride, x, n_in);
                 continue;
             }
             for (int p = 0; p < per_unit && 16 * p < nr; p++)
-                for (int t = 0; t < n_tok; t += 8) {
-                    const int tt = n_tok - t < 8 ? n_tok - t : 8;
+                for (int t = 0; t < n_tok; t += GEMM_TOKENS) {
+                    const int tt = n_tok - t < GEMM_TOKENS ? n_tok - t : GEMM_TOKENS;
                     k->gemm[tt - 1](out + (size_t)t * n_out + r0 + 16 * p, (size_t)n_out,
                                     nr - 16 * p, pw + (size_t)p * pstride, pstride,
                                     x + (size_t)t * n_in, n_in);

@@ -21,8 +21,9 @@ static inline int bt_team_size(const bt_scratch_t *s, double work)
 }
 
 /* cpu_q8.c: whether bt_cpu_matmul_q8 takes W (a quantized format, rows a
- * whole number of 64 elements, a CPU with AVX-512 VNNI), and the product
- * with activations quantized to 8 bits per 32-element block. */
+ * whole number of 64 elements, the avx512 build; the avx2 build: the
+ * formats with a packed layout), and the product with activations
+ * quantized to 8 bits per 32-element block. */
 bool bt_cpu_q8_supports(uint32_t type, int64_t n_in);
 void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                       int n_tok, const bt_scratch_t *s);
@@ -35,7 +36,7 @@ size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out);
 void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w);
 
 /* cpu_fpanel.c: F32/F16/BF16 weights in panels of 16 interleaved rows
- * (a CPU with AVX-512): whether it takes the type, the packed bytes, the
+ * (the avx512 and avx2 builds): whether it takes the type, the packed bytes, the
  * packing, and the product (packed or not: the same bits). */
 bool bt_cpu_fpanel_supports(uint32_t type);
 size_t bt_cpu_fpanel_bytes(uint32_t type, int64_t n_in, int64_t n_out);

@@ -1,10 +1,14 @@
 /*
  * cpu_q8.c: matmul of the quantized formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
- * Q4_K, Q5_K, Q6_K) against activations quantized to 8 bits, with AVX-512
- * VNNI integer dot products. This is how llama.cpp's CPU backend computes
- * these formats (it quantizes the activations per 256 for the K formats;
- * here always per 32); it is bt_ops_cpu's path for them where the CPU has
- * VNNI, while bt_ops_exact keeps f32 activations.
+ * Q4_K, Q5_K, Q6_K) against activations quantized to 8 bits, with integer
+ * dot products (AVX-512 VNNI vpdpbusd; AVX2 vpmaddubsw / vpmaddwd, simd16.h).
+ * This is how llama.cpp's CPU backend computes these formats (it quantizes
+ * the activations per 256 for the K formats; here always per 32); it is
+ * bt_ops_cpu's path for them in the avx512 and avx2 builds, while
+ * bt_ops_exact keeps f32 activations. The avx512 build also multiplies
+ * unpacked blocks directly (all eight formats); the avx2 build multiplies
+ * the packed layout only (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K), packing unpacked
+ * weights a panel at a time. Both give the same bits.
  *
  * Activations: each token's row is cut into blocks of 32, each stored as
  * int8 q = round(x / d) with d = max|x| / 127 (q = 0 where the block is
@@ -18,7 +22,7 @@
  * (Q4_1, Q5_1, Q4_K, Q5_K). d_w and m are per 32 elements (a K format's
  * sub-block step and minimum), per 16 for Q6_K. For a block,
  *   y += d_w * d_x * (sum u * q_x - c * sum q_x) + m * d_x * sum q_x,
- * the sums exact in integers (vpdpbusd: 4 products per 32-bit lane), the
+ * the sums exact in integers (4 products per 32-bit lane), the
  * float part one fixed sequence per output (see "the product" below),
  * whichever tile, thread, batch size or weight layout computes it, so
  * invariant 1 holds and one token gives the bits a batch gives.
@@ -30,14 +34,23 @@
 #include <omp.h>
 
 #include "cpu_internal.h"
+#include "simd16.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__F16C__)
-#include <immintrin.h>
+#if BT_SIMD16
 
 /* Tokens quantized at once (per thread): with the block scales and sums
- * that is 48 bytes per column, inside the BT_MATMUL_ROWS floats per column
- * the scratch gives. */
+ * that is 48 bytes per column, inside the bt_scratch_floats per column the
+ * scratch gives (with room for a packed panel after it, 17 bytes per
+ * column at most). */
 #define Q8_TOKENS 32
+
+/* Tokens one packed-panel call multiplies: their integer sums and float
+ * accumulators stay in registers (32 of AVX-512, 16 of AVX2). */
+#ifdef BT_SIMD16_AVX512
+#define Q8_PANEL_TOKENS 8
+#else
+#define Q8_PANEL_TOKENS 4
+#endif
 
 typedef struct {
     const int8_t *q;       /* [Q8_TOKENS][n_in] */
@@ -54,24 +67,25 @@ static void quantize_rows(int8_t *restrict q, float *restrict d, int32_t *restri
     for (int t = 0; t < n_tok; t++)
         for (int64_t b = 0; b < nb; b++) {
             const float *xb = x + (size_t)t * n_in + 32 * b;
-            const __m512 lo = _mm512_loadu_ps(xb), hi = _mm512_loadu_ps(xb + 16);
-            const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo),
-                                                                  _mm512_abs_ps(hi)));
+            const v16f lo = v16f_load(xb), hi = v16f_load(xb + 16);
+            const float amax = v16f_hmax(v16f_max(v16f_abs(lo), v16f_abs(hi)));
             const float db = amax / 127.0f;
-            const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            const v16f inv = v16f_set1(amax > 0.0f ? 127.0f / amax : 0.0f);
             /* round to nearest (even): |x * inv| <= 127 */
-            const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, inv));
-            const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, inv));
+            const v16i qlo = v16f_round(v16f_mul(lo, inv));
+            const v16i qhi = v16f_round(v16f_mul(hi, inv));
             int8_t *qb = q + (size_t)t * n_in + 32 * b;
-            _mm_storeu_si128((__m128i *)qb, _mm512_cvtsepi32_epi8(qlo));
-            _mm_storeu_si128((__m128i *)(qb + 16), _mm512_cvtsepi32_epi8(qhi));
+            v16i_store_i8(qb, qlo);
+            v16i_store_i8(qb + 16, qhi);
             d[(size_t)t * nb + b] = db;
-            const int32_t h0 = _mm512_reduce_add_epi32(qlo), h1 = _mm512_reduce_add_epi32(qhi);
+            const int32_t h0 = v16i_hsum(qlo), h1 = v16i_hsum(qhi);
             isum16[((size_t)t * nb + b) * 2] = h0;
             isum16[((size_t)t * nb + b) * 2 + 1] = h1;
             isum[(size_t)t * nb + b] = h0 + h1;
         }
 }
+
+#ifdef BT_SIMD16_AVX512 /* the direct path from GGUF blocks: AVX-512 only */
 
 /* ---- the weights of a block pair, unpacked ---- */
 
@@ -229,6 +243,8 @@ static inline __attribute__((always_inline)) wpair_t wpair(const uint8_t *row, i
     return p;
 }
 
+#endif /* BT_SIMD16_AVX512 */
+
 /* c, where the format's q is u - c: as a shift */
 static inline int offset_shift(const uint32_t type)
 {
@@ -253,6 +269,8 @@ static inline bool has_min(const uint32_t type)
  * per row from the GGUF blocks (8 lanes of vpdpbusd per block, summed in
  * integers), the packed one for 16 rows at once from bt_cpu_q8_pack's
  * layout (one lane per row). */
+
+#ifdef BT_SIMD16_AVX512
 
 static inline __attribute__((always_inline)) float
 block_terms(float acc, __m512i v, const wpair_t *wp, float dx0, float dx1, int32_t is0,
@@ -366,10 +384,7 @@ static int type_index(uint32_t type)
     }
 }
 
-bool bt_cpu_q8_supports(uint32_t type, int64_t n_in)
-{
-    return type_index(type) >= 0 && n_in % 64 == 0; /* K rows: always whole 256-blocks */
-}
+#endif /* BT_SIMD16_AVX512 */
 
 /* ---- the packed layout: 16 rows interleaved ----
  *
@@ -413,6 +428,18 @@ static size_t panel_bytes(uint32_t type, int64_t nb)
            (size_t)(nb / 8) * (size_t)packed_super_bytes(type);
 }
 
+/* AVX-512: every format, packed or not (the direct path); AVX2: the formats
+ * with a packed layout (unpacked weights are packed a panel at a time). */
+bool bt_cpu_q8_supports(uint32_t type, int64_t n_in)
+{
+#ifdef BT_SIMD16_AVX512
+    const bool ok = type_index(type) >= 0;
+#else
+    const bool ok = packed_block_bytes(type) > 0;
+#endif
+    return ok && n_in % 64 == 0; /* K rows: always whole 256-blocks */
+}
+
 size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out)
 {
     if (!bt_cpu_q8_supports(type, n_in) || packed_block_bytes(type) == 0)
@@ -446,70 +473,70 @@ static uint8_t element_u(const uint8_t *row, uint32_t type, int64_t b, int k)
     }
 }
 
-void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w)
+/* Panel p of W (rows 16p .. 16p + 15, zero rows past n_out) to o. */
+static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
 {
     const uint32_t type = w->type;
-    const int64_t nb = w->n_in / 32, n_panels = (w->n_out + 15) / 16;
+    const int64_t nb = w->n_in / 32;
     const int pb = packed_block_bytes(type), sb = packed_super_bytes(type);
     const bool nib = type != BT_TYPE_Q8_0 && type != BT_TYPE_Q6_K;
-    memset(dst, 0, bt_cpu_q8_packed_bytes(type, w->n_in, w->n_out));
-    for (int64_t p = 0; p < n_panels; p++)
-        for (int r = 0; r < 16 && 16 * p + r < w->n_out; r++) {
-            const uint8_t *row = (const uint8_t *)w->data + (size_t)(16 * p + r) * w->row_bytes;
-            uint8_t *o = dst + (size_t)p * panel_bytes(type, nb);
-            for (int64_t b = 0; b < nb; b++) {
-                if (sb && b % 8 == 0) { /* the super-block's d (and dmin) */
-                    uint16_t *sd = (uint16_t *)o;
-                    if (type == BT_TYPE_Q4_K) {
-                        const bt_block_q4_k_t *k = (const bt_block_q4_k_t *)row + b / 8;
-                        sd[r] = k->d;
-                        sd[16 + r] = k->dmin;
-                    } else {
-                        sd[r] = ((const bt_block_q6_k_t *)row + b / 8)->d;
-                    }
-                    o += sb;
+    memset(o, 0, panel_bytes(type, nb));
+    for (int r = 0; r < 16 && 16 * p + r < w->n_out; r++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)(16 * p + r) * w->row_bytes;
+        uint8_t *ob = o;
+        for (int64_t b = 0; b < nb; b++) {
+            if (sb && b % 8 == 0) { /* the super-block's d (and dmin) */
+                uint16_t *sd = (uint16_t *)ob;
+                if (type == BT_TYPE_Q4_K) {
+                    const bt_block_q4_k_t *k = (const bt_block_q4_k_t *)row + b / 8;
+                    sd[r] = k->d;
+                    sd[16 + r] = k->dmin;
+                } else {
+                    sd[r] = ((const bt_block_q6_k_t *)row + b / 8)->d;
                 }
-                for (int k = 0; k < 32; k++) {
-                    const uint8_t u = element_u(row, type, b, k);
-                    if (nib) /* byte 4j + i of row r: elements 4j + i and 16 + 4j + i */
-                        o[64 * (k % 16 / 4) + 4 * r + k % 4] |= (uint8_t)(k < 16 ? u : u << 4);
-                    else
-                        o[64 * (k / 4) + 4 * r + k % 4] = u;
-                }
-                uint8_t *sc = o + (nib ? 4 : 8) * 64;
-                switch (type) {
-                case BT_TYPE_Q4_0: ((uint16_t *)sc)[r] = ((const bt_block_q4_0_t *)row)[b].d; break;
-                case BT_TYPE_Q8_0: ((uint16_t *)sc)[r] = ((const bt_block_q8_0_t *)row)[b].d; break;
-                case BT_TYPE_Q4_1:
-                    ((uint16_t *)sc)[r] = ((const bt_block_q4_1_t *)row)[b].d;
-                    ((uint16_t *)sc)[16 + r] = ((const bt_block_q4_1_t *)row)[b].m;
-                    break;
-                case BT_TYPE_Q4_K: {
-                    int scale, min;
-                    bt_k_scale_min(((const bt_block_q4_k_t *)row + b / 8)->scales, (int)(b % 8),
-                                   &scale, &min);
-                    sc[r] = (uint8_t)scale;
-                    sc[16 + r] = (uint8_t)min;
-                    break;
-                }
-                default: { /* Q6_K: the halves' scales */
-                    const bt_block_q6_k_t *k = (const bt_block_q6_k_t *)row + b / 8;
-                    const int h = (int)(b % 8) / 4, g = (int)(b % 4);
-                    sc[r] = (uint8_t)k->scales[8 * h + 2 * g];
-                    sc[16 + r] = (uint8_t)k->scales[8 * h + 2 * g + 1];
-                    break;
-                }
-                }
-                o += pb;
+                ob += sb;
             }
+            for (int k = 0; k < 32; k++) {
+                const uint8_t u = element_u(row, type, b, k);
+                if (nib) /* byte 4j + i of row r: elements 4j + i and 16 + 4j + i */
+                    ob[64 * (k % 16 / 4) + 4 * r + k % 4] |= (uint8_t)(k < 16 ? u : u << 4);
+                else
+                    ob[64 * (k / 4) + 4 * r + k % 4] = u;
+            }
+            uint8_t *sc = ob + (nib ? 4 : 8) * 64;
+            switch (type) {
+            case BT_TYPE_Q4_0: ((uint16_t *)sc)[r] = ((const bt_block_q4_0_t *)row)[b].d; break;
+            case BT_TYPE_Q8_0: ((uint16_t *)sc)[r] = ((const bt_block_q8_0_t *)row)[b].d; break;
+            case BT_TYPE_Q4_1:
+                ((uint16_t *)sc)[r] = ((const bt_block_q4_1_t *)row)[b].d;
+                ((uint16_t *)sc)[16 + r] = ((const bt_block_q4_1_t *)row)[b].m;
+                break;
+            case BT_TYPE_Q4_K: {
+                int scale, min;
+                bt_k_scale_min(((const bt_block_q4_k_t *)row + b / 8)->scales, (int)(b % 8),
+                               &scale, &min);
+                sc[r] = (uint8_t)scale;
+                sc[16 + r] = (uint8_t)min;
+                break;
+            }
+            default: { /* Q6_K: the halves' scales */
+                const bt_block_q6_k_t *k = (const bt_block_q6_k_t *)row + b / 8;
+                const int h = (int)(b % 8) / 4, g = (int)(b % 4);
+                sc[r] = (uint8_t)k->scales[8 * h + 2 * g];
+                sc[16 + r] = (uint8_t)k->scales[8 * h + 2 * g + 1];
+                break;
+            }
+            }
+            ob += pb;
         }
+    }
 }
 
-static inline __m512i bcast4(const int8_t *p)
+void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w)
 {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
+    const size_t stride = panel_bytes(w->type, w->n_in / 32);
+    for (int64_t p = 0; p < (w->n_out + 15) / 16; p++)
+        pack_panel(dst + (size_t)p * stride, w, p);
 }
 
 /* One panel (16 rows) times T tokens: out[t * ldo + i] for i < nr. */
@@ -522,84 +549,76 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
     const bool q6k = type == BT_TYPE_Q6_K;
     const int pb = packed_block_bytes(type), sb = packed_super_bytes(type), nv = nib ? 4 : 8;
     const int sh = offset_shift(type);
-    const __m512i low = _mm512_set1_epi8(0x0f);
-    __m512 acc[8], dsup = _mm512_setzero_ps(), msup = _mm512_setzero_ps();
+    v16f acc[Q8_PANEL_TOKENS], dsup = v16f_zero(), msup = v16f_zero();
     for (int t = 0; t < T; t++)
-        acc[t] = _mm512_setzero_ps();
+        acc[t] = v16f_zero();
     for (int64_t b = 0; b < nb; b++, pw += pb) {
         if (sb && b % 8 == 0) {
-            dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pw));
+            dsup = v16f_load_f16(pw);
             if (type == BT_TYPE_Q4_K)
-                msup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pw + 32)));
+                msup = v16f_load_f16(pw + 32);
             pw += sb;
         }
         /* integer sums: per token one (two for Q6_K's halves), started at
          * - c * the sum of q_x they cover (c = 2^sh, multiplied: a left
          * shift of a negative sum is undefined in C) */
-        __m512i s[8], s2[8];
+        v16i s[Q8_PANEL_TOKENS], s2[Q8_PANEL_TOKENS];
         for (int t = 0; t < T; t++) {
             const size_t xb = (size_t)t * nb + b;
             if (q6k) {
-                s[t] = _mm512_set1_epi32(-(xq.isum16[2 * xb] * (1 << sh)));
-                s2[t] = _mm512_set1_epi32(-(xq.isum16[2 * xb + 1] * (1 << sh)));
+                s[t] = v16i_set1(-(xq.isum16[2 * xb] * (1 << sh)));
+                s2[t] = v16i_set1(-(xq.isum16[2 * xb + 1] * (1 << sh)));
             } else {
-                s[t] = _mm512_set1_epi32(sh >= 0 ? -(xq.isum[xb] * (1 << sh)) : 0);
+                s[t] = v16i_set1(sh >= 0 ? -(xq.isum[xb] * (1 << sh)) : 0);
             }
         }
         for (int j = 0; j < nv; j++) {
-            const __m512i v = _mm512_loadu_si512(pw + 64 * j);
+            const v16i v = v16i_load(pw + 64 * j);
             if (!nib) {
                 for (int t = 0; t < T; t++) {
-                    const __m512i x = bcast4(xq.q + (size_t)t * n_in + 32 * b + 4 * j);
+                    const v16i x = v16i_bcast4(xq.q + (size_t)t * n_in + 32 * b + 4 * j);
                     if (q6k && j >= 4)
-                        s2[t] = _mm512_dpbusd_epi32(s2[t], v, x);
-                    else
-                        s[t] = _mm512_dpbusd_epi32(s[t], v, x);
+                        s2[t] = v16i_dot_small(s2[t], v, x);
+                    else if (q6k)
+                        s[t] = v16i_dot_small(s[t], v, x);
+                    else /* Q8_0: u up to 255 */
+                        s[t] = v16i_dot(s[t], v, x);
                 }
             } else {
-                const __m512i lo = _mm512_and_si512(v, low);
-                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+                const v16i lo = v16i_nib_lo(v), hi = v16i_nib_hi(v);
                 for (int t = 0; t < T; t++) {
                     const int8_t *x = xq.q + (size_t)t * n_in + 32 * b + 4 * j;
-                    s[t] = _mm512_dpbusd_epi32(s[t], lo, bcast4(x));
-                    s[t] = _mm512_dpbusd_epi32(s[t], hi, bcast4(x + 16));
+                    s[t] = v16i_dot_small(s[t], lo, v16i_bcast4(x));
+                    s[t] = v16i_dot_small(s[t], hi, v16i_bcast4(x + 16));
                 }
             }
         }
         /* the rows' scales (and minimums) of this block, as wpair gives them */
         const uint8_t *sc = pw + 64 * nv;
-        __m512 dw, dw2 = _mm512_setzero_ps(), m = _mm512_setzero_ps();
+        v16f dw, dw2 = v16f_zero(), m = v16f_zero();
         if (type == BT_TYPE_Q4_K) {
-            const __m128i b8 = _mm_loadu_si128((const __m128i *)sc);
-            const __m128i m8 = _mm_loadu_si128((const __m128i *)(sc + 16));
-            dw = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b8)));
-            m = _mm512_sub_ps(_mm512_setzero_ps(),
-                              _mm512_mul_ps(msup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m8))));
+            dw = v16f_mul(dsup, v16f_from_u8(sc));
+            m = v16f_sub(v16f_zero(), v16f_mul(msup, v16f_from_u8(sc + 16)));
         } else if (q6k) {
-            const __m128i a8 = _mm_loadu_si128((const __m128i *)sc);
-            const __m128i b8 = _mm_loadu_si128((const __m128i *)(sc + 16));
-            dw = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(a8)));
-            dw2 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b8)));
+            dw = v16f_mul(dsup, v16f_from_i8(sc));
+            dw2 = v16f_mul(dsup, v16f_from_i8(sc + 16));
         } else {
-            dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
+            dw = v16f_load_f16(sc);
             if (has_min(type))
-                m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32)));
+                m = v16f_load_f16(sc + 32);
         }
         for (int t = 0; t < T; t++) {
             const size_t xb = (size_t)t * nb + b;
-            const __m512 dx = _mm512_set1_ps(xq.d[xb]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, dx), acc[t]);
+            const v16f dx = v16f_set1(xq.d[xb]);
+            acc[t] = v16f_fma(v16f_from_i32(s[t]), v16f_mul(dw, dx), acc[t]);
             if (q6k)
-                acc[t] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2[t]), _mm512_mul_ps(dw2, dx), acc[t]);
+                acc[t] = v16f_fma(v16f_from_i32(s2[t]), v16f_mul(dw2, dx), acc[t]);
             if (has_min(type))
-                acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)xq.isum[xb]), _mm512_mul_ps(m, dx),
-                                         acc[t]);
+                acc[t] = v16f_fma(v16f_set1((float)xq.isum[xb]), v16f_mul(m, dx), acc[t]);
         }
     }
-    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
     for (int t = 0; t < T; t++)
-        _mm512_mask_storeu_ps(out + (size_t)t * ldo, keep, acc[t]);
+        v16f_store_n(out + (size_t)t * ldo, acc[t], nr);
 }
 
 typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, q8_rows_t, int64_t);
@@ -610,23 +629,28 @@ typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, q8_rows_
     {                                                                                           \
         panel_q8(o, ldo, nr, pw, x, n, T, BT_TYPE_##ty);                                        \
     }
+#ifdef BT_SIMD16_AVX512
 #define PANELS(ty)                                                                             \
     PANEL(ty, 1) PANEL(ty, 2) PANEL(ty, 3) PANEL(ty, 4) PANEL(ty, 5) PANEL(ty, 6)               \
     PANEL(ty, 7) PANEL(ty, 8)
+#define PANEL_ROW(ty)                                                                          \
+    {pn_##ty##_1, pn_##ty##_2, pn_##ty##_3, pn_##ty##_4, pn_##ty##_5, pn_##ty##_6,             \
+     pn_##ty##_7, pn_##ty##_8}
+#else
+#define PANELS(ty) PANEL(ty, 1) PANEL(ty, 2) PANEL(ty, 3) PANEL(ty, 4)
+#define PANEL_ROW(ty) {pn_##ty##_1, pn_##ty##_2, pn_##ty##_3, pn_##ty##_4}
+#endif
 PANELS(Q4_0)
 PANELS(Q4_1)
 PANELS(Q8_0)
 PANELS(Q4_K)
 PANELS(Q6_K)
-#define PANEL_ROW(ty)                                                                          \
-    {pn_##ty##_1, pn_##ty##_2, pn_##ty##_3, pn_##ty##_4, pn_##ty##_5, pn_##ty##_6,             \
-     pn_##ty##_7, pn_##ty##_8}
 
 static const panel_fn *panels_for(uint32_t type)
 {
-    static const panel_fn q4_0[8] = PANEL_ROW(Q4_0), q4_1[8] = PANEL_ROW(Q4_1),
-                          q8_0[8] = PANEL_ROW(Q8_0), q4_k[8] = PANEL_ROW(Q4_K),
-                          q6_k[8] = PANEL_ROW(Q6_K);
+    static const panel_fn q4_0[] = PANEL_ROW(Q4_0), q4_1[] = PANEL_ROW(Q4_1),
+                          q8_0[] = PANEL_ROW(Q8_0), q4_k[] = PANEL_ROW(Q4_K),
+                          q6_k[] = PANEL_ROW(Q6_K);
     switch (type) {
     case BT_TYPE_Q4_0: return q4_0;
     case BT_TYPE_Q4_1: return q4_1;
@@ -645,24 +669,27 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
                       int n_tok, const bt_scratch_t *s)
 {
     const int64_t n_in = w->n_in, n_out = w->n_out, nb = n_in / 32;
-    const bool packed = w->packed != NULL;
-    const int rows_per = packed ? 16 : 4;
+#ifdef BT_SIMD16_AVX512
+    const bool panel = w->packed != NULL; /* else the direct path */
+#else
+    const bool panel = true; /* unpacked weights: packed here, a panel at a time */
+#endif
+    const int rows_per = panel ? 16 : 4;
     const int64_t n_groups = (n_out + rows_per - 1) / rows_per;
-    const size_t rb = w->row_bytes;
-    const tile_q8_fn(*tiles)[4] = tiles_q8[type_index(w->type)];
-    const panel_fn *panels = packed ? panels_for(w->type) : NULL;
-    const size_t pstride = packed ? panel_bytes(w->type, nb) : 0;
+    const panel_fn *panels = panel ? panels_for(w->type) : NULL;
+    const size_t pstride = panel ? panel_bytes(w->type, nb) : 0;
     const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
 #pragma omp parallel num_threads(team) if (team > 1)
     {
         const int nth = omp_get_num_threads(), me = omp_get_thread_num();
         const int64_t g0 = n_groups * me / nth, g1 = n_groups * (me + 1) / nth;
         /* scratch: the quantized chunk, Q8_TOKENS x (n_in + 16 n_in / 32)
-         * bytes, inside the 16 n_in floats the scratch has */
+         * bytes, then room for one packed panel (Q8_TOKENS) */
         int8_t *q = (int8_t *)(s->buf + (size_t)me * s->per_thread);
         float *d = (float *)(q + (size_t)Q8_TOKENS * n_in);
         int32_t *isum = (int32_t *)(d + (size_t)Q8_TOKENS * nb);
         int32_t *isum16 = isum + (size_t)Q8_TOKENS * nb;
+        uint8_t *own = (uint8_t *)(isum16 + (size_t)Q8_TOKENS * 2 * nb); /* a packed panel */
         for (int t0 = 0; t0 < n_tok; t0 += Q8_TOKENS) {
             const int nt = n_tok - t0 < Q8_TOKENS ? n_tok - t0 : Q8_TOKENS;
             quantize_rows(q, d, isum, isum16, x + (size_t)t0 * n_in, nt, n_in);
@@ -670,16 +697,23 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
                 const int64_t r0 = rows_per * g;
                 const int nr = n_out - r0 < rows_per ? (int)(n_out - r0) : rows_per;
                 float *o = out + (size_t)t0 * n_out + r0;
-                if (packed) {
+                if (panel) {
                     const uint8_t *pw = (const uint8_t *)w->packed + (size_t)g * pstride;
-                    for (int t = 0; t < nt; t += 8) {
-                        const int tt = nt - t < 8 ? nt - t : 8;
+                    if (w->packed == NULL) {
+                        pack_panel(own, w, g);
+                        pw = own;
+                    }
+                    for (int t = 0; t < nt; t += Q8_PANEL_TOKENS) {
+                        const int tt = nt - t < Q8_PANEL_TOKENS ? nt - t : Q8_PANEL_TOKENS;
                         const q8_rows_t xt = {q + (size_t)t * n_in, d + (size_t)t * nb,
                                               isum + (size_t)t * nb, isum16 + (size_t)t * 2 * nb};
                         panels[tt - 1](o + (size_t)t * n_out, (size_t)n_out, nr, pw, xt, n_in);
                     }
                     continue;
                 }
+#ifdef BT_SIMD16_AVX512
+                const size_t rb = w->row_bytes;
+                const tile_q8_fn(*tiles)[4] = tiles_q8[type_index(w->type)];
                 const uint8_t *wr = (const uint8_t *)w->data + (size_t)r0 * rb;
                 for (int t = 0; t < nt; t += 4) {
                     const int tt = nt - t < 4 ? nt - t : 4;
@@ -693,6 +727,7 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
                             tiles[0][tt - 1](ot + r, (size_t)n_out, wr + (size_t)r * rb, rb, xt,
                                              n_in);
                 }
+#endif
             }
         }
     }

@@ -1,0 +1,246 @@
+/*
+ * simd16.h: 16 lanes of float or int32 (64 bytes), the width of the row
+ * panels of cpu_q8.c and cpu_fpanel.c: one AVX-512 register, or two AVX2
+ * registers. The panel kernels are written once against these, and every
+ * operation gives each lane the same bits in both builds (the same IEEE
+ * operation per lane; integer dot products exact), so bt_ops_cpu gives
+ * the same results on AVX-512 and AVX2 machines.
+ *
+ * BT_SIMD16 is 1 where the build has one of the two (AVX-512 F/BW/VNNI,
+ * or AVX2 with FMA and F16C), else 0 and nothing here is defined.
+ */
+#ifndef BT_SIMD16_H
+#define BT_SIMD16_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__F16C__)
+#define BT_SIMD16 1
+#define BT_SIMD16_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define BT_SIMD16 1
+#else
+#define BT_SIMD16 0
+#endif
+
+#if BT_SIMD16
+#include <immintrin.h>
+
+#define S16 static inline __attribute__((always_inline))
+
+#ifdef BT_SIMD16_AVX512
+
+typedef __m512 v16f;
+typedef __m512i v16i;
+
+S16 v16f v16f_zero(void) { return _mm512_setzero_ps(); }
+S16 v16f v16f_set1(float a) { return _mm512_set1_ps(a); }
+S16 v16f v16f_fma(v16f a, v16f b, v16f c) { return _mm512_fmadd_ps(a, b, c); }
+S16 v16f v16f_mul(v16f a, v16f b) { return _mm512_mul_ps(a, b); }
+S16 v16f v16f_sub(v16f a, v16f b) { return _mm512_sub_ps(a, b); }
+S16 v16f v16f_max(v16f a, v16f b) { return _mm512_max_ps(a, b); }
+S16 v16f v16f_abs(v16f a) { return _mm512_abs_ps(a); }
+S16 float v16f_hmax(v16f a) { return _mm512_reduce_max_ps(a); }
+S16 v16f v16f_load(const void *p) { return _mm512_loadu_ps(p); }
+S16 v16f v16f_load_f16(const void *p)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+S16 v16f v16f_load_bf16(const void *p)
+{
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+S16 v16f v16f_from_u8(const void *p)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+S16 v16f v16f_from_i8(const void *p)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+S16 v16f v16f_from_i32(v16i a) { return _mm512_cvtepi32_ps(a); }
+/* The first n (0..16) lanes to p. */
+S16 void v16f_store_n(float *p, v16f a, int n)
+{
+    _mm512_mask_storeu_ps(p, (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1), a);
+}
+/* Round to nearest (even), as the MXCSR default. */
+S16 v16i v16f_round(v16f a) { return _mm512_cvtps_epi32(a); }
+
+S16 v16i v16i_set1(int32_t a) { return _mm512_set1_epi32(a); }
+S16 v16i v16i_load(const void *p) { return _mm512_loadu_si512(p); }
+/* The low and high nibble of each byte. */
+S16 v16i v16i_nib_lo(v16i a) { return _mm512_and_si512(a, _mm512_set1_epi8(0x0f)); }
+S16 v16i v16i_nib_hi(v16i a)
+{
+    return _mm512_and_si512(_mm512_srli_epi16(a, 4), _mm512_set1_epi8(0x0f));
+}
+/* acc + the sum of the 4 products of unsigned bytes of u and signed bytes
+ * of x in each lane (exact); _small: u < 128 (the same result). */
+S16 v16i v16i_dot(v16i acc, v16i u, v16i x) { return _mm512_dpbusd_epi32(acc, u, x); }
+S16 v16i v16i_dot_small(v16i acc, v16i u, v16i x) { return _mm512_dpbusd_epi32(acc, u, x); }
+S16 int32_t v16i_hsum(v16i a) { return _mm512_reduce_add_epi32(a); }
+/* The 16 lanes (each in -128..127) as bytes to p. */
+S16 void v16i_store_i8(void *p, v16i a)
+{
+    _mm_storeu_si128((__m128i *)p, _mm512_cvtsepi32_epi8(a));
+}
+
+#else /* AVX2: lanes 0-7 in lo, 8-15 in hi */
+
+typedef struct {
+    __m256 lo, hi;
+} v16f;
+typedef struct {
+    __m256i lo, hi;
+} v16i;
+
+#define V16F(e_lo, e_hi) ((v16f){e_lo, e_hi})
+#define V16I(e_lo, e_hi) ((v16i){e_lo, e_hi})
+
+S16 v16f v16f_zero(void) { return V16F(_mm256_setzero_ps(), _mm256_setzero_ps()); }
+S16 v16f v16f_set1(float a) { return V16F(_mm256_set1_ps(a), _mm256_set1_ps(a)); }
+S16 v16f v16f_fma(v16f a, v16f b, v16f c)
+{
+    return V16F(_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi));
+}
+S16 v16f v16f_mul(v16f a, v16f b)
+{
+    return V16F(_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi));
+}
+S16 v16f v16f_sub(v16f a, v16f b)
+{
+    return V16F(_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi));
+}
+S16 v16f v16f_max(v16f a, v16f b)
+{
+    return V16F(_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi));
+}
+S16 v16f v16f_abs(v16f a)
+{
+    const __m256 m = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    return V16F(_mm256_and_ps(a.lo, m), _mm256_and_ps(a.hi, m));
+}
+S16 float v16f_hmax(v16f a)
+{
+    __m256 m = _mm256_max_ps(a.lo, a.hi);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+S16 v16f v16f_load(const void *p)
+{
+    return V16F(_mm256_loadu_ps(p), _mm256_loadu_ps((const float *)p + 8));
+}
+S16 v16f v16f_load_f16(const void *p)
+{
+    return V16F(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)),
+                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p + 1)));
+}
+S16 __m256 bf16x8(const void *p)
+{
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+S16 v16f v16f_load_bf16(const void *p) { return V16F(bf16x8(p), bf16x8((const uint16_t *)p + 8)); }
+S16 __m128i load8(const void *p) { return _mm_loadl_epi64((const __m128i *)p); }
+S16 v16f v16f_from_u8(const void *p)
+{
+    return V16F(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(load8(p))),
+                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(load8((const uint8_t *)p + 8))));
+}
+S16 v16f v16f_from_i8(const void *p)
+{
+    return V16F(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load8(p))),
+                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load8((const uint8_t *)p + 8))));
+}
+S16 v16f v16f_from_i32(v16i a) { return V16F(_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)); }
+S16 __m256i lanes_below8(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+S16 void v16f_store_n(float *p, v16f a, int n)
+{
+    if (n >= 16) {
+        _mm256_storeu_ps(p, a.lo);
+        _mm256_storeu_ps(p + 8, a.hi);
+    } else if (n >= 8) {
+        _mm256_storeu_ps(p, a.lo);
+        _mm256_maskstore_ps(p + 8, lanes_below8(n - 8), a.hi);
+    } else {
+        _mm256_maskstore_ps(p, lanes_below8(n), a.lo);
+    }
+}
+S16 v16i v16f_round(v16f a) { return V16I(_mm256_cvtps_epi32(a.lo), _mm256_cvtps_epi32(a.hi)); }
+
+S16 v16i v16i_set1(int32_t a) { return V16I(_mm256_set1_epi32(a), _mm256_set1_epi32(a)); }
+S16 v16i v16i_load(const void *p)
+{
+    return V16I(_mm256_loadu_si256((const __m256i *)p), _mm256_loadu_si256((const __m256i *)p + 1));
+}
+S16 v16i v16i_nib_lo(v16i a)
+{
+    const __m256i m = _mm256_set1_epi8(0x0f);
+    return V16I(_mm256_and_si256(a.lo, m), _mm256_and_si256(a.hi, m));
+}
+S16 v16i v16i_nib_hi(v16i a)
+{
+    const __m256i m = _mm256_set1_epi8(0x0f);
+    return V16I(_mm256_and_si256(_mm256_srli_epi16(a.lo, 4), m),
+                _mm256_and_si256(_mm256_srli_epi16(a.hi, 4), m));
+}
+/* u < 128: the pair sums of vpmaddubsw stay within int16 (2 x 127 x 128). */
+S16 __m256i dot8_small(__m256i acc, __m256i u, __m256i x)
+{
+    const __m256i pairs = _mm256_maddubs_epi16(u, x);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+/* any u: even and odd bytes widened to 16 bits, then vpmaddwd (exact) */
+S16 __m256i dot8(__m256i acc, __m256i u, __m256i x)
+{
+    const __m256i ue = _mm256_and_si256(u, _mm256_set1_epi16(0xff)), uo = _mm256_srli_epi16(u, 8);
+    const __m256i xe = _mm256_srai_epi16(_mm256_slli_epi16(x, 8), 8), xo = _mm256_srai_epi16(x, 8);
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(ue, xe));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(uo, xo));
+}
+S16 v16i v16i_dot(v16i acc, v16i u, v16i x)
+{
+    return V16I(dot8(acc.lo, u.lo, x.lo), dot8(acc.hi, u.hi, x.hi));
+}
+S16 v16i v16i_dot_small(v16i acc, v16i u, v16i x)
+{
+    return V16I(dot8_small(acc.lo, u.lo, x.lo), dot8_small(acc.hi, u.hi, x.hi));
+}
+S16 int32_t v16i_hsum(v16i a)
+{
+    __m256i s = _mm256_add_epi32(a.lo, a.hi);
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(h);
+}
+S16 void v16i_store_i8(void *p, v16i a)
+{
+    /* saturating packs interleave the 128-bit halves: 0-3 8-11 4-7 12-15 */
+    const __m256i w = _mm256_packs_epi32(a.lo, a.hi);
+    const __m256i b = _mm256_packs_epi16(w, w);
+    const __m256i o = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0));
+    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(o));
+}
+
+#endif /* AVX2 */
+
+/* 4 bytes at p in every lane (one token's 4 activations for every row). */
+S16 v16i v16i_bcast4(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v16i_set1(v);
+}
+
+#undef S16
+#endif /* BT_SIMD16 */
+#endif /* BT_SIMD16_H */
