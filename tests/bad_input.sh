@@ -10,8 +10,8 @@
 # 0 or larger than memory allows, a prompt longer than the context, -n
 # negative, -ub larger than -b, more ranks than layers, -ts with zeros or
 # the wrong count, ranks that see different model files, unwritable and
-# foreign HDF5 files, 0 threads, and a non-numeric value for every numeric
-# flag. Ends with the table: invocation -> message.
+# foreign HDF5 files, 0 threads, a non-numeric value for every numeric
+# flag, and an unknown BATON_ISA (on one rank of two too). Ends with the table: invocation -> message.
 set -u
 bin=${BT_BUILDDIR:-$(pwd)}
 launcher=${MPIEXEC:-$(command -v mpirun || true)}
@@ -238,6 +238,15 @@ fails 2 "--kv-type: 'bf16' is not one of f32, f16" "$bb" -m "$m" -p 8 -n 0 -r 1 
 fails 0 "--kernels: 'gpu' is not one of cpu, exact, ref" "$b" -m "$m" --tokens 1 --kernels gpu
 fails 0 "--ops: 'gpu' is not one of cpu, exact, ref" "$bb" -m "$m" -p 8 -n 0 -r 1 --ops gpu
 fails 0 "--mmap: 2 is out of range" "$bb" -m "$m" -p 8 -n 0 -r 1 -mmp 2
+# the kernels' instruction set (BATON_ISA), checked by every rank
+fails 0 "BATON_ISA: 'avx9' is not one of auto, avx512, avx2, sse2" env BATON_ISA=avx9 \
+    "$b" -m "$m" --tokens 1
+fails 1 "BATON_ISA: 'sse4' is not one of auto, avx512, avx2, sse2" "$b" -m "$m" --tokens 1 \
+    : -np 1 env BATON_ISA=sse4 "$b" -m "$m" --tokens 1
+fails 2 "BATON_ISA: 'AVX2' is not one of auto, avx512, avx2, sse2" env BATON_ISA=AVX2 \
+    "$bb" -m "$m" -p 8 -n 0 -r 1
+fails 0 "BATON_ISA: 'neon' is not one of auto, avx512, avx2, sse2" env BATON_ISA=neon \
+    "$bb" --kernels --kernel-shapes tiny
 
 # ---- ranks: more than layers, -ts, different files ----
 fails 5 "cannot split 4 layers over 5 stages" "$b" -m "$m" --tokens 1,2

@@ -928,6 +928,52 @@ START_TEST(test_attention_vs_double)
 }
 END_TEST
 
+/* The avx512 and avx2 builds give the same bits: every score, softmax
+ * weight and output element goes through the same operations per lane
+ * (head_dim 72 leaves AVX-512 a tail of 8 dims that AVX2 takes as one
+ * vector; 37 keys end both in a partial vector). */
+START_TEST(test_attention_isa_same)
+{
+    enum { NT = 9, POS0 = 28, NCTX = POS0 + NT };
+    static const int dims[] = {20, 64, 72};
+    const int n_head = 6, n_kv = 2, hd = dims[_i % 3];
+    const uint32_t kv_type = _i < 3 ? BT_TYPE_F32 : BT_TYPE_F16;
+    const char *missing = bt_isa_missing(BT_ISA_AVX512);
+    missing = missing ? missing : bt_isa_missing(BT_ISA_AVX2);
+    if (missing != NULL) {
+        fprintf(stderr, "attention isa_same: skipped, this CPU lacks %s\n", missing);
+        return;
+    }
+    const bt_isa_t was = bt_isa_active();
+    const size_t qd = (size_t)n_head * hd, kvd = (size_t)n_kv * hd;
+    rng_t r = rng_make(450 + (uint64_t)hd);
+    float *q = xmalloc(NT * qd * sizeof(float));
+    float *k = xmalloc(NCTX * kvd * sizeof(float));
+    float *v = xmalloc(NCTX * kvd * sizeof(float));
+    float *out[2] = {xmalloc(NT * qd * sizeof(float)), xmalloc(NT * qd * sizeof(float))};
+    fill(q, NT * qd, &r, -3.0f, 3.0f);
+    fill(k, NCTX * kvd, &r, -3.0f, 3.0f);
+    fill(v, NCTX * kvd, &r, -1.0f, 1.0f);
+    bt_scratch_t s = scratch_make(1, NCTX, 2);
+    for (int i = 0; i < 2; i++) {
+        ck_assert(bt_isa_select(i ? BT_ISA_AVX2 : BT_ISA_AVX512));
+        memset(out[i], 0xff, NT * qd * sizeof(float));
+        call_attention(&bt_ops_cpu, out[i], q, k, v, kv_type, NT, POS0, n_head, n_kv, hd, NCTX, &s);
+    }
+    bt_isa_select(was);
+    for (size_t e = 0; e < NT * qd; e++)
+        CHECK_MSG(memcmp(&out[0][e], &out[1][e], sizeof(float)) == 0,
+                  "head_dim %d kv %u: element %zu: avx2 %a, avx512 %a", hd, (unsigned)kv_type, e,
+                  (double)out[1][e], (double)out[0][e]);
+    free(s.buf);
+    free(out[1]);
+    free(out[0]);
+    free(v);
+    free(k);
+    free(q);
+}
+END_TEST
+
 /* A key far more aligned with q than the others: the softmax saturates;
  * position 0 alone: out = v[0] exactly up to rounding. */
 START_TEST(test_attention_edges)
@@ -1154,6 +1200,7 @@ static Suite *kernels_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_attention_vs_double, 0, 4);
     tcase_add_test(tc, test_attention_edges);
+    tcase_add_loop_test(tc, test_attention_isa_same, 0, 6);
     suite_add_tcase(s, tc);
     tc = tcase_create("invariance");
     tcase_set_timeout(tc, 60);

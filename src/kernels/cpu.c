@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "simd16.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -186,6 +187,16 @@ static inline vf kv_load_n(const void *base, size_t i, int n, const bool f16)
     for (int l = 0; l < n; l++)
         t[l] = bt_f16_to_f32(h[l]);
     return vf_load(t);
+#endif
+}
+
+/* One lane of vf_fma. */
+static inline float lane_fma(float a, float b, float c)
+{
+#if VL > 4
+    return fmaf(a, b, c);
+#else
+    return a * b + c;
 #endif
 }
 
@@ -543,54 +554,49 @@ scores_n(float *restrict score, size_t ld, const float *const *q, const int nr,
     }
 }
 
-/* exp(score[j] - max) in place; returns their sum (in double, in order). */
-#if defined(__AVX512F__)
+#if BT_SIMD16
 /* e^x for x <= 0 (scores minus their max): x = n ln2 + r with |r| <=
  * ln2/2, e^r by its Taylor polynomial to degree 7 (relative error below
- * 2^-24 on that range), scaled by 2^n with scalef (which also underflows
- * to 0 smoothly). Every lane goes through the same operations, so a
- * score's weight does not depend on where its key falls in a vector. */
-static inline vf vf_exp_neg(vf x)
+ * 2^-24 on that range), scaled by 2^n (which also underflows to 0
+ * smoothly). Every lane goes through the same operations, in the avx512
+ * and avx2 builds alike, so a score's weight does not depend on where its
+ * key falls in a vector, nor on the build. */
+static inline v16f exp_neg(v16f x)
 {
-    x = _mm512_max_ps(x, vf_set1(-104.0f)); /* below: 0 after scaling anyway */
-    const vf n = _mm512_roundscale_ps(_mm512_mul_ps(x, vf_set1(1.44269504088896341f)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    vf r = vf_fma(n, vf_set1(-0.693145751953125f), x); /* ln2 = hi + lo, hi exact */
-    r = vf_fma(n, vf_set1(-1.42860682030941723212e-6f), r);
-    vf p = vf_set1(1.0f / 5040.0f);
-    p = vf_fma(p, r, vf_set1(1.0f / 720.0f));
-    p = vf_fma(p, r, vf_set1(1.0f / 120.0f));
-    p = vf_fma(p, r, vf_set1(1.0f / 24.0f));
-    p = vf_fma(p, r, vf_set1(1.0f / 6.0f));
-    p = vf_fma(p, r, vf_set1(0.5f));
-    p = vf_fma(p, r, vf_set1(1.0f));
-    p = vf_fma(p, r, vf_set1(1.0f));
-    return _mm512_scalef_ps(p, n);
+    x = v16f_max(x, v16f_set1(-104.0f)); /* below: 0 after scaling anyway */
+    const v16f n = v16f_round_f(v16f_mul(x, v16f_set1(1.44269504088896341f)));
+    v16f r = v16f_fma(n, v16f_set1(-0.693145751953125f), x); /* ln2 = hi + lo, hi exact */
+    r = v16f_fma(n, v16f_set1(-1.42860682030941723212e-6f), r);
+    v16f p = v16f_set1(1.0f / 5040.0f);
+    p = v16f_fma(p, r, v16f_set1(1.0f / 720.0f));
+    p = v16f_fma(p, r, v16f_set1(1.0f / 120.0f));
+    p = v16f_fma(p, r, v16f_set1(1.0f / 24.0f));
+    p = v16f_fma(p, r, v16f_set1(1.0f / 6.0f));
+    p = v16f_fma(p, r, v16f_set1(0.5f));
+    p = v16f_fma(p, r, v16f_set1(1.0f));
+    p = v16f_fma(p, r, v16f_set1(1.0f));
+    return v16f_ldexp(p, n);
 }
 #endif
 
-/* exp(score[j] - max) in place; returns their sum in double: with
- * AVX-512 in 16 lanes (each a fixed subsequence of j), then a fixed
- * horizontal sum; otherwise in order. Either way fixed by n alone. */
+/* exp(score[j] - max) in place; returns their sum in double: in 16 lanes
+ * (each a fixed subsequence of j), then a fixed horizontal sum, in the
+ * avx512 and avx2 builds; otherwise in order. Either way fixed by n alone. */
 static __attribute__((noinline)) double exp_sum(float *restrict score, int n)
 {
-#if defined(__AVX512F__)
-    __m512 mv = vf_set1(-INFINITY);
-    for (int j = 0; j < n; j += VL) {
-        const __mmask16 m = (__mmask16)(n - j < VL ? (1u << (n - j)) - 1 : 0xffff);
-        mv = _mm512_max_ps(mv, _mm512_mask_loadu_ps(vf_set1(-INFINITY), m, score + j));
+#if BT_SIMD16
+    v16f mv = v16f_set1(-INFINITY);
+    for (int j = 0; j < n; j += 16)
+        mv = v16f_max(mv, v16f_load_n(score + j, n - j < 16 ? n - j : 16, -INFINITY));
+    const v16f mx = v16f_set1(v16f_hmax(mv));
+    v16d sum = v16d_zero();
+    for (int j = 0; j < n; j += 16) {
+        const int m = n - j < 16 ? n - j : 16;
+        const v16f e = v16f_keep_n(exp_neg(v16f_sub(v16f_load_n(score + j, m, 0.0f), mx)), m);
+        v16f_store_n(score + j, e, m);
+        sum = v16d_add_f(sum, e);
     }
-    const vf mx = vf_set1(_mm512_reduce_max_ps(mv));
-    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
-    for (int j = 0; j < n; j += VL) {
-        const int m = n - j < VL ? n - j : VL;
-        const vf e = _mm512_maskz_mov_ps((__mmask16)((1u << m) - 1),
-                                         vf_exp_neg(_mm512_sub_ps(vf_load_n(score + j, m), mx)));
-        vf_store_n(score + j, e, m);
-        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
-    }
-    return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+    return v16d_sum(sum);
 #else
     float max = -INFINITY;
     for (int j = 0; j < n; j++)
@@ -661,8 +667,8 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv
         #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             float acc = 0.0f;
-            for (int j = 0; j < nk[r]; j++)
-                acc += p[r * ld + j] * kv_get(v, (size_t)j * kv_dim + d, f16);
+            for (int j = 0; j < nk[r]; j++) /* as a vector lane would */
+                acc = lane_fma(p[r * ld + j], kv_get(v, (size_t)j * kv_dim + d, f16), acc);
             out[r][d] = acc * inv[r];
         }
 }

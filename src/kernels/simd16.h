@@ -68,6 +68,40 @@ S16 void v16f_store_n(float *p, v16f a, int n)
 }
 /* Round to nearest (even), as the MXCSR default. */
 S16 v16i v16f_round(v16f a) { return _mm512_cvtps_epi32(a); }
+/* The same, as floats. */
+S16 v16f v16f_round_f(v16f a)
+{
+    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+/* The first n (0..16) lanes from p, the others `fill`; lanes from n on to 0. */
+S16 v16f v16f_load_n(const float *p, int n, float fill)
+{
+    return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), (__mmask16)((1u << n) - 1), p);
+}
+S16 v16f v16f_keep_n(v16f a, int n) { return _mm512_maskz_mov_ps((__mmask16)((1u << n) - 1), a); }
+S16 v16i v16i_add(v16i a, v16i b) { return _mm512_add_epi32(a, b); }
+S16 v16i v16i_sub(v16i a, v16i b) { return _mm512_sub_epi32(a, b); }
+S16 v16i v16i_sra1(v16i a) { return _mm512_srai_epi32(a, 1); }
+S16 v16f v16i_pow2(v16i k) /* 2^k as a float, k in -126..127 */
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23));
+}
+
+/* 16 lanes of double: the f32 lanes 0-7, 8-15 widened. */
+typedef struct {
+    __m512d lo, hi;
+} v16d;
+S16 v16d v16d_zero(void) { return (v16d){_mm512_setzero_pd(), _mm512_setzero_pd()}; }
+S16 v16d v16d_add_f(v16d a, v16f b)
+{
+    return (v16d){_mm512_add_pd(a.lo, _mm512_cvtps_pd(_mm512_castps512_ps256(b))),
+                  _mm512_add_pd(a.hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(b, 1)))};
+}
+S16 void v16d_store(double *p, v16d a)
+{
+    _mm512_storeu_pd(p, a.lo);
+    _mm512_storeu_pd(p + 8, a.hi);
+}
 
 S16 v16i v16i_set1(int32_t a) { return _mm512_set1_epi32(a); }
 S16 v16i v16i_load(const void *p) { return _mm512_loadu_si512(p); }
@@ -175,6 +209,62 @@ S16 void v16f_store_n(float *p, v16f a, int n)
     }
 }
 S16 v16i v16f_round(v16f a) { return V16I(_mm256_cvtps_epi32(a.lo), _mm256_cvtps_epi32(a.hi)); }
+S16 v16f v16f_round_f(v16f a)
+{
+    const int m = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    return V16F(_mm256_round_ps(a.lo, m), _mm256_round_ps(a.hi, m));
+}
+S16 __m256 load8_n(const float *p, int n, float fill)
+{
+    const __m256i m = lanes_below8(n);
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
+S16 v16f v16f_load_n(const float *p, int n, float fill)
+{
+    return V16F(load8_n(p, n, fill), load8_n(p + 8, n - 8, fill));
+}
+S16 v16f v16f_keep_n(v16f a, int n)
+{
+    return V16F(_mm256_and_ps(a.lo, _mm256_castsi256_ps(lanes_below8(n))),
+                _mm256_and_ps(a.hi, _mm256_castsi256_ps(lanes_below8(n - 8))));
+}
+S16 v16i v16i_add(v16i a, v16i b)
+{
+    return V16I(_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi));
+}
+S16 v16i v16i_sub(v16i a, v16i b)
+{
+    return V16I(_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi));
+}
+S16 v16i v16i_sra1(v16i a) { return V16I(_mm256_srai_epi32(a.lo, 1), _mm256_srai_epi32(a.hi, 1)); }
+S16 __m256 pow2x8(__m256i k)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+}
+S16 v16f v16i_pow2(v16i k) { return V16F(pow2x8(k.lo), pow2x8(k.hi)); }
+
+typedef struct {
+    __m256d a, b, c, d;
+} v16d;
+S16 v16d v16d_zero(void)
+{
+    const __m256d z = _mm256_setzero_pd();
+    return (v16d){z, z, z, z};
+}
+S16 v16d v16d_add_f(v16d s, v16f f)
+{
+    return (v16d){_mm256_add_pd(s.a, _mm256_cvtps_pd(_mm256_castps256_ps128(f.lo))),
+                  _mm256_add_pd(s.b, _mm256_cvtps_pd(_mm256_extractf128_ps(f.lo, 1))),
+                  _mm256_add_pd(s.c, _mm256_cvtps_pd(_mm256_castps256_ps128(f.hi))),
+                  _mm256_add_pd(s.d, _mm256_cvtps_pd(_mm256_extractf128_ps(f.hi, 1)))};
+}
+S16 void v16d_store(double *p, v16d s)
+{
+    _mm256_storeu_pd(p, s.a);
+    _mm256_storeu_pd(p + 4, s.b);
+    _mm256_storeu_pd(p + 8, s.c);
+    _mm256_storeu_pd(p + 12, s.d);
+}
 
 S16 v16i v16i_set1(int32_t a) { return V16I(_mm256_set1_epi32(a), _mm256_set1_epi32(a)); }
 S16 v16i v16i_load(const void *p)
@@ -232,6 +322,26 @@ S16 void v16i_store_i8(void *p, v16i a)
 }
 
 #endif /* AVX2 */
+
+/* p * 2^n for n integral in -252..252 and p normal with 2^n p normal or
+ * below: two multiplies by powers of two, the first exact, so the one
+ * rounding is that of p 2^n (what AVX-512's vscalefps gives). */
+S16 v16f v16f_ldexp(v16f p, v16f n)
+{
+    const v16i k = v16f_round(n), k1 = v16i_sra1(k);
+    return v16f_mul(v16f_mul(p, v16i_pow2(k1)), v16i_pow2(v16i_sub(k, k1)));
+}
+
+/* The sum of the 16 lanes, in a fixed order. */
+S16 double v16d_sum(v16d a)
+{
+    double t[16];
+    v16d_store(t, a);
+    for (int w = 8; w >= 1; w /= 2)
+        for (int i = 0; i < w; i++)
+            t[i] += t[i + w];
+    return t[0];
+}
 
 /* 4 bytes at p in every lane (one token's 4 activations for every row). */
 S16 v16i v16i_bcast4(const void *p)
