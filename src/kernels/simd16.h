@@ -209,11 +209,9 @@ S16 void v16f_store_n(float *p, v16f a, int n)
     }
 }
 S16 v16i v16f_round(v16f a) { return V16I(_mm256_cvtps_epi32(a.lo), _mm256_cvtps_epi32(a.hi)); }
-S16 v16f v16f_round_f(v16f a)
-{
-    const int m = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    return V16F(_mm256_round_ps(a.lo, m), _mm256_round_ps(a.hi, m));
-}
+#define ROUND8(v) _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+S16 v16f v16f_round_f(v16f a) { return V16F(ROUND8(a.lo), ROUND8(a.hi)); }
+#undef ROUND8
 S16 __m256 load8_n(const float *p, int n, float fill)
 {
     const __m256i m = lanes_below8(n);
