@@ -67,19 +67,36 @@ void bt_rmsnorm_f32(float *restrict out, const float *restrict x, const float *r
     }
 }
 
+/* rope: the frequency of pair i, base^(-2i/n_rot), does not depend on the
+ * token, so it is computed once per call (the same powf as per token, so the
+ * same bits); cos and sin are computed once per (position, pair) and applied
+ * to every head. Pairs are taken in blocks of BT_ROPE_BLOCK so the tables
+ * live on the stack; every model has n_rot / 2 <= BT_ROPE_BLOCK (one block). */
+enum { BT_ROPE_BLOCK = 256 };
+
 void bt_rope_norm_f32(float *restrict x, int n_tok, int pos0, int n_head, int head_dim, int n_rot,
                       float freq_base)
 {
-    for (int t = 0; t < n_tok; t++) {
-        float pos = (float)(pos0 + t);
-        for (int i = 0; i < n_rot / 2; i++) {
-            float theta = pos * powf(freq_base, -2.0f * (float)i / (float)n_rot);
-            float c = cosf(theta), s = sinf(theta);
+    float freq[BT_ROPE_BLOCK], c[BT_ROPE_BLOCK], s[BT_ROPE_BLOCK];
+    const int n_pair = n_rot / 2;
+    for (int i0 = 0; i0 < n_pair; i0 += BT_ROPE_BLOCK) {
+        const int nb = n_pair - i0 < BT_ROPE_BLOCK ? n_pair - i0 : BT_ROPE_BLOCK;
+        for (int k = 0; k < nb; k++)
+            freq[k] = powf(freq_base, -2.0f * (float)(i0 + k) / (float)n_rot);
+        for (int t = 0; t < n_tok; t++) {
+            const float pos = (float)(pos0 + t);
+            for (int k = 0; k < nb; k++) {
+                const float theta = pos * freq[k];
+                c[k] = cosf(theta);
+                s[k] = sinf(theta);
+            }
             for (int h = 0; h < n_head; h++) {
-                float *p = x + ((size_t)t * n_head + h) * head_dim + 2 * i;
-                float a = p[0], b = p[1];
-                p[0] = a * c - b * s;
-                p[1] = a * s + b * c;
+                float *p = x + ((size_t)t * n_head + h) * head_dim + 2 * i0;
+                for (int k = 0; k < nb; k++) {
+                    const float a = p[2 * k], b = p[2 * k + 1];
+                    p[2 * k] = a * c[k] - b * s[k];
+                    p[2 * k + 1] = a * s[k] + b * c[k];
+                }
             }
         }
     }
