@@ -1080,7 +1080,8 @@ START_TEST(test_rope)
         }
         /* the same bits as the f32 formula evaluated per token and pair: the
          * kernel may hoist base^(-2i/n_rot) out of the token loop, but not
-         * compute it another way */
+         * compute it another way (one product per statement, so that no
+         * compiler fuses them into an fma here) */
         float *y = xmalloc(n * sizeof(float));
         memcpy(y, x0, n * sizeof(float));
         for (int t = 0; t < rc->n_tok; t++)
@@ -1090,9 +1091,10 @@ START_TEST(test_rope)
                 const float cs = cosf(theta), sn = sinf(theta);
                 for (int h = 0; h < rc->n_head; h++) {
                     float *p = y + ((size_t)t * rc->n_head + h) * hd + 2 * i;
-                    const float a = p[0], b = p[1];
-                    p[0] = a * cs - b * sn;
-                    p[1] = a * sn + b * cs;
+                    const float ac = p[0] * cs, bs = p[1] * sn;
+                    const float as = p[0] * sn, bc = p[1] * cs;
+                    p[0] = ac - bs;
+                    p[1] = as + bc;
                 }
             }
         CHECK_MSG(memcmp(x, y, n * sizeof(float)) == 0, "case %zu: not the per-token formula", c);

@@ -4,14 +4,21 @@
  *
  * They are also ISA-independent: the file may be built for plain x86-64
  * (SSE2) or for -march=native and must give the same bits. So the hot loops
- * use only IEEE basic operations (+ - * /, no fma: -std=c11 keeps GCC from
- * contracting), integer bit manipulation and comparisons, written with GCC
+ * use only IEEE basic operations (+ - * /, no fma: see FP_CONTRACT below),
+ * integer bit manipulation and comparisons, written with GCC
  * vector extensions of 16 bytes; no libm call in a vector loop. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "kernels.h"
+
+/* No a * b + c contracted into an fma, whatever the compiler's default: GCC
+ * does not contract under -std=c11 (and does not know this pragma); clang
+ * contracts within an expression unless told. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
 
 typedef float v4f_t __attribute__((vector_size(16)));
 typedef int32_t v4i_t __attribute__((vector_size(16)));
