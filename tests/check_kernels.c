@@ -1006,12 +1006,26 @@ END_TEST
 
 /* ==== elementwise ==== */
 
+/* The spacing of floats at magnitude |v|: 2^(e-23) for |v| in [2^e, 2^(e+1)),
+ * 2^-149 below FLT_MIN. */
+static double f32_ulp(double v)
+{
+    int e;
+    v = fabs(v);
+    if (v < FLT_MIN)
+        return 0x1p-149;
+    frexp(v, &e); /* v in [2^(e-1), 2^e) */
+    return ldexp(1.0, e - 24);
+}
+
 START_TEST(test_rmsnorm)
 {
-    static const int ns[] = {1, 7, 64, 4096};
+    /* n around multiples of 8 and 4: the partial sums' tail and the
+     * vector scale loop's tail */
+    static const int ns[] = {1, 3, 7, 8, 9, 15, 64, 576, 4095, 4096};
     static const float epss[] = {1e-5f, 1e-6f};
     rng_t r = rng_make(700);
-    for (int a = 0; a < 4; a++)
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (int e = 0; e < 2; e++) {
             const int n = ns[a], rows = 3;
             float *x = xmalloc((size_t)rows * n * sizeof(float));
@@ -1028,7 +1042,8 @@ START_TEST(test_rmsnorm)
                     ss += (double)x[t * n + i] * x[t * n + i];
                 double sc = 1.0 / sqrt(ss / n + (double)epss[e]);
                 for (int i = 0; i < n; i++) {
-                    /* three f32 roundings (scale, two products), u each */
+                    /* three f32 roundings (scale, two products), u each;
+                     * the double sum and sqrt add ~n 2^-53 */
                     double want = x[t * n + i] * sc * w[i];
                     CHECK_MSG(fabs(out[t * n + i] - want) <= 3.01 * U * fabs(want) + 1e-40,
                               "n %d eps %g row %d [%d]: %.9g vs %.9g", n, (double)epss[e], t, i,
@@ -1062,6 +1077,7 @@ START_TEST(test_rope)
         {2, 20, 12, 0, 3, 10000.0f},      {2, 20, 12, 11, 3, 10000.0f},
         {4, 64, 64, 100, 3, 500000.0f},   {1, 64, 32, 30, 5, 10000.0f},
         {2, 128, 128, 1000, 2, 10000.0f}, {1, 6, 2, 3, 2, 10000.0f},
+        {1, 1040, 1030, 7, 2, 10000.0f}, /* more pairs than one table block */
     };
     rng_t r = rng_make(800);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -1108,8 +1124,27 @@ START_TEST(test_rope)
                 }
             }
         }
-        /* one batch == token by token */
+        /* the same bits as the f32 formula evaluated per token and pair: the
+         * kernel may hoist base^(-2i/n_rot) out of the token loop, but not
+         * compute it another way (one product per statement, so that no
+         * compiler fuses them into an fma here) */
         float *y = xmalloc(n * sizeof(float));
+        memcpy(y, x0, n * sizeof(float));
+        for (int t = 0; t < rc->n_tok; t++)
+            for (int i = 0; i < n_rot / 2; i++) {
+                const float pos = (float)(rc->pos0 + t);
+                const float theta = pos * powf(rc->base, -2.0f * (float)i / (float)n_rot);
+                const float cs = cosf(theta), sn = sinf(theta);
+                for (int h = 0; h < rc->n_head; h++) {
+                    float *p = y + ((size_t)t * rc->n_head + h) * hd + 2 * i;
+                    const float ac = p[0] * cs, bs = p[1] * sn;
+                    const float as = p[0] * sn, bc = p[1] * cs;
+                    p[0] = ac - bs;
+                    p[1] = as + bc;
+                }
+            }
+        CHECK_MSG(memcmp(x, y, n * sizeof(float)) == 0, "case %zu: not the per-token formula", c);
+        /* one batch == token by token */
         memcpy(y, x0, n * sizeof(float));
         const size_t row = (size_t)rc->n_head * hd;
         for (int t = 0; t < rc->n_tok; t++)
@@ -1122,31 +1157,103 @@ START_TEST(test_rope)
 }
 END_TEST
 
+/* silu in double; both forms avoid exp overflow */
+static double silu_ref(double g) { return g >= 0 ? g / (1 + exp(-g)) : g * exp(g) / (1 + exp(g)); }
+
+/* The kernel's own exp (~0.5 ulp) and the 3 f32 roundings of its silu
+ * (numerator, 1 + e, division): at most 2.75 ulp, measured over every finite
+ * float. */
+#define SILU_ULP 3.0
+
+static void swiglu_check_ulp(const float *g0, const float *out, int64_t n, const char *what)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const double want = silu_ref(g0[i]);
+        const double err = fabs((double)out[i] - want) / f32_ulp(want);
+        CHECK_MSG(err <= SILU_ULP, "%s: silu(%a) = %a, want %.17g: %.2f ulp", what, (double)g0[i],
+                  (double)out[i], want, err);
+    }
+}
+
 START_TEST(test_swiglu)
 {
-    enum { N = 1003 };
+    enum { N = 1003, SWEEP = 1 << 16 };
     float g[N], u[N], g0[N];
     rng_t r = rng_make(900);
+
+    /* silu alone (up = 1: the product is exact) against double: a dense
+     * sweep of [-100, 100] (the step is not a power of two, so the reduced
+     * argument and the scale both vary), the awkward region where e^g is
+     * subnormal and silu(g) is not, and random bit patterns of every
+     * magnitude */
+    float *sg = xmalloc(SWEEP * sizeof(float)), *so = xmalloc(SWEEP * sizeof(float));
+    float *ones = xmalloc(SWEEP * sizeof(float));
+    for (int i = 0; i < SWEEP; i++)
+        ones[i] = 1.0f;
+    for (int pass = 0; pass < 8; pass++) {
+        for (int i = 0; i < SWEEP; i++) {
+            int k = pass * SWEEP + i;
+            sg[i] = (float)(-100.0 + 200.0 * k / (8.0 * SWEEP - 1));
+        }
+        memcpy(so, sg, SWEEP * sizeof(float));
+        bt_swiglu_f32(so, ones, SWEEP);
+        swiglu_check_ulp(sg, so, SWEEP, "sweep");
+    }
+    fill(sg, SWEEP, &r, -104.0f, -86.0f);
+    memcpy(so, sg, SWEEP * sizeof(float));
+    bt_swiglu_f32(so, ones, SWEEP);
+    swiglu_check_ulp(sg, so, SWEEP, "underflow region");
+    for (int i = 0; i < SWEEP; i++) /* finite, any sign and exponent */
+        sg[i] = f32_from_bits(rng_u32(&r) % 0x7f800000u | (i & 1 ? 0x80000000u : 0));
+    memcpy(so, sg, SWEEP * sizeof(float));
+    bt_swiglu_f32(so, ones, SWEEP);
+    swiglu_check_ulp(sg, so, SWEEP, "bit patterns");
+    free(ones);
+    free(so);
+    free(sg);
+
+    /* times up: one more rounding */
     fill(g0, N, &r, -20.0f, 20.0f);
     fill(u, N, &r, -3.0f, 3.0f);
-    g0[0] = 0.0f;
-    g0[1] = -100.0f; /* exp overflows: -0 */
-    g0[2] = 100.0f;
-    g0[3] = -88.0f;
-    g0[4] = 1e-20f;
     memcpy(g, g0, sizeof g);
     bt_swiglu_f32(g, u, N);
     for (int i = 0; i < N; i++) {
-        double gd = g0[i];
-        double want = gd / (1.0 + exp(-gd)) * u[i];
-        /* expf (< 1 ulp: 2 u), 1 + e, division, product (u each) */
-        /* below g ~ -88.7 expf(-g) overflows and the result is -0; the exact
-         * one is then below 1e-36 in magnitude */
-        CHECK_MSG(fabs(g[i] - want) <= 6 * U * fabs(want) + 1e-36,
-                  "[%d] silu(%.9g) * %.9g = %.9g, want %.9g", i, gd, (double)u[i], (double)g[i],
-                  want);
-        CHECK_MSG(!isnan(g[i]), "[%d] nan", i);
+        const double s = silu_ref(g0[i]), want = s * u[i];
+        const double tol = SILU_ULP * f32_ulp(s) * fabs(u[i]) + 0.5 * f32_ulp(want);
+        CHECK_MSG(fabs(g[i] - want) <= tol, "[%d] silu(%.9g) * %.9g = %.9g, want %.9g", i,
+                  (double)g0[i], (double)u[i], (double)g[i], want);
     }
+
+    /* specials, exactly: silu of each, then times up in f32 */
+    static const struct {
+        float g, silu;
+    } sp[] = {
+        {0.0f, 0.0f},
+        {-0.0f, -0.0f},
+        {0x1p-100f, 0x1p-101f},   /* silu(g) = g / 2 to f32 precision */
+        {-0x1p-100f, -0x1p-101f},
+        {INFINITY, INFINITY},
+        {FLT_MAX, FLT_MAX},
+        {1e30f, 1e30f},
+        {-INFINITY, -0.0f},       /* the limit, not -inf * 0 */
+        {-FLT_MAX, -0.0f},
+        {-1e30f, -0.0f},
+        {-200.0f, -0.0f},
+        {-110.5f, -0.0f},         /* |silu| < 2^-150 */
+    };
+    static const float ups[] = {0.5f, -0.5f, 2.0f};
+    for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++)
+        for (size_t j = 0; j < sizeof ups / sizeof ups[0]; j++) {
+            float gk = sp[k].g, uk = ups[j], want = sp[k].silu * ups[j];
+            bt_swiglu_f32(&gk, &uk, 1);
+            CHECK_MSG(f32_bits(gk) == f32_bits(want), "silu(%a) * %g = %a, want %a",
+                      (double)sp[k].g, (double)uk, (double)gk, (double)want);
+        }
+    float nans[2] = {NAN, -NAN}, nu[2] = {1.0f, 0.0f};
+    bt_swiglu_f32(nans, nu, 2);
+    CHECK_MSG(isnan(nans[0]) && isnan(nans[1]), "nan in: %g %g", (double)nans[0],
+              (double)nans[1]);
+
     /* n smaller than the array: the rest untouched */
     memcpy(g, g0, sizeof g);
     bt_swiglu_f32(g, u, 10);
@@ -1172,6 +1279,77 @@ START_TEST(test_add)
     memcpy(x, x0, sizeof x);
     bt_add_f32(x, y, 0);
     ck_assert(memcmp(x, x0, sizeof x) == 0);
+}
+END_TEST
+
+/* Invariant 1 for the element-wise kernels: a row's result does not depend
+ * on how many rows the call has or where the row sits in it. Each kernel
+ * runs on all rows at once, then on chunks of 1, 3 and 2 rows in turn, and
+ * the bits must agree. Row lengths that are not multiples of 4 or 8 put a
+ * row's elements in different vector lanes in the two runs. (This catches
+ * state carried between rows and lane or tail mistakes; a summation order
+ * for rmsnorm's double sum that changed with the row count would almost
+ * never change a float result, so it would go unseen here.) */
+static const int ew_chunks[] = {1, 3, 2};
+
+START_TEST(test_elementwise_rows)
+{
+    static const int lens[] = {1, 5, 13, 64, 576, 1539};
+    enum { ROWS = 11 };
+    rng_t r = rng_make(1100);
+    for (size_t a = 0; a < sizeof lens / sizeof lens[0]; a++) {
+        const int n = lens[a];
+        const size_t total = (size_t)ROWS * n;
+        float *x = xmalloc(total * sizeof(float)), *y = xmalloc(total * sizeof(float));
+        float *w = xmalloc((size_t)n * sizeof(float));
+        float *all = xmalloc(total * sizeof(float)), *part = xmalloc(total * sizeof(float));
+        fill(x, total, &r, -12.0f, 12.0f);
+        fill(y, total, &r, -3.0f, 3.0f);
+        fill(w, (size_t)n, &r, -2.0f, 2.0f);
+
+        bt_rmsnorm_f32(all, x, w, ROWS, n, 1e-5f);
+        for (int r0 = 0, c = 0, m; r0 < ROWS; r0 += m, c++) {
+            m = ew_chunks[c % 3] < ROWS - r0 ? ew_chunks[c % 3] : ROWS - r0;
+            bt_rmsnorm_f32(part + (size_t)r0 * n, x + (size_t)r0 * n, w, m, n, 1e-5f);
+        }
+        CHECK_MSG(memcmp(all, part, total * sizeof(float)) == 0, "rmsnorm n %d: rows differ", n);
+
+        memcpy(all, x, total * sizeof(float));
+        memcpy(part, x, total * sizeof(float));
+        bt_swiglu_f32(all, y, (int64_t)total);
+        for (int r0 = 0, c = 0, m; r0 < ROWS; r0 += m, c++) {
+            m = ew_chunks[c % 3] < ROWS - r0 ? ew_chunks[c % 3] : ROWS - r0;
+            bt_swiglu_f32(part + (size_t)r0 * n, y + (size_t)r0 * n, (int64_t)m * n);
+        }
+        CHECK_MSG(memcmp(all, part, total * sizeof(float)) == 0, "swiglu n %d: rows differ", n);
+
+        memcpy(all, x, total * sizeof(float));
+        memcpy(part, x, total * sizeof(float));
+        bt_add_f32(all, y, (int64_t)total);
+        for (int r0 = 0, c = 0, m; r0 < ROWS; r0 += m, c++) {
+            m = ew_chunks[c % 3] < ROWS - r0 ? ew_chunks[c % 3] : ROWS - r0;
+            bt_add_f32(part + (size_t)r0 * n, y + (size_t)r0 * n, (int64_t)m * n);
+        }
+        CHECK_MSG(memcmp(all, part, total * sizeof(float)) == 0, "add n %d: rows differ", n);
+
+        if (n % 2 == 0) { /* a token of n / 16 heads (or 1) of even head_dim */
+            const int n_head = n % 16 == 0 ? 16 : 1, hd = n / n_head;
+            memcpy(all, x, total * sizeof(float));
+            memcpy(part, x, total * sizeof(float));
+            bt_rope_norm_f32(all, ROWS, 40, n_head, hd, hd, 10000.0f);
+            for (int r0 = 0, c = 0, m; r0 < ROWS; r0 += m, c++) {
+                m = ew_chunks[c % 3] < ROWS - r0 ? ew_chunks[c % 3] : ROWS - r0;
+                bt_rope_norm_f32(part + (size_t)r0 * n, m, 40 + r0, n_head, hd, hd, 10000.0f);
+            }
+            CHECK_MSG(memcmp(all, part, total * sizeof(float)) == 0, "rope n %d: rows differ",
+                      n);
+        }
+        free(part);
+        free(all);
+        free(w);
+        free(y);
+        free(x);
+    }
 }
 END_TEST
 
@@ -1212,6 +1390,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_add);
+    tcase_add_test(tc, test_elementwise_rows);
     suite_add_tcase(s, tc);
     return s;
 }

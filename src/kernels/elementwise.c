@@ -1,48 +1,197 @@
 /* elementwise.c: per-row and element-wise kernels shared by every backend.
  * Each output element is computed from its own row in a fixed order, so
- * these need no separate fast path to keep results batch-invariant. */
+ * these need no separate fast path to keep results batch-invariant.
+ *
+ * They are also ISA-independent: the file may be built for plain x86-64
+ * (SSE2) or for -march=native and must give the same bits. So the hot loops
+ * use only IEEE basic operations (+ - * /, no fma: see FP_CONTRACT below),
+ * integer bit manipulation and comparisons, written with GCC
+ * vector extensions of 16 bytes; no libm call in a vector loop. */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "kernels.h"
 
+/* No a * b + c contracted into an fma, whatever the compiler's default: GCC
+ * does not contract under -std=c11 (and does not know this pragma); clang
+ * contracts within an expression unless told. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+typedef float v4f_t __attribute__((vector_size(16)));
+typedef int32_t v4i_t __attribute__((vector_size(16)));
+typedef uint32_t v4u_t __attribute__((vector_size(16)));
+
+/* m ? a : b lane by lane; m is a comparison result (all ones or zero). */
+static inline v4f_t v4f_select(v4i_t m, v4f_t a, v4f_t b)
+{
+    return (v4f_t)(((v4u_t)m & (v4u_t)a) | (~(v4u_t)m & (v4u_t)b));
+}
+
+/* 2^n for n in [-126, 127], built from its bits. */
+static inline v4f_t v4f_pow2i(v4i_t n)
+{
+    return (v4f_t)((v4u_t)(n + 127) << 23);
+}
+
+/* rmsnorm: the sum of squares in double (the square of a float is exact
+ * there), over 8 partial sums so the adds pipeline instead of waiting on one
+ * serial chain; GCC packs them into 4 two-lane accumulators. Element i always
+ * goes to partial i % 8 (the last n % 8 through the same step, zero-padded:
+ * adding +0 leaves a partial as it is) and the partials are combined in one
+ * fixed tree, so the sum depends on the row alone. */
 void bt_rmsnorm_f32(float *restrict out, const float *restrict x, const float *restrict w,
                     int n_rows, int n, float eps)
 {
     for (int r = 0; r < n_rows; r++) {
         const float *xr = x + (size_t)r * n;
         float *o = out + (size_t)r * n;
-        double ss = 0.0;
-        for (int i = 0; i < n; i++)
-            ss += (double)xr[i] * xr[i];
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, s4 = 0.0, s5 = 0.0, s6 = 0.0, s7 = 0.0;
+        int i = 0;
+        for (; i + 8 <= n; i += 8) {
+            const float *p = xr + i;
+            s0 += (double)p[0] * p[0];
+            s1 += (double)p[1] * p[1];
+            s2 += (double)p[2] * p[2];
+            s3 += (double)p[3] * p[3];
+            s4 += (double)p[4] * p[4];
+            s5 += (double)p[5] * p[5];
+            s6 += (double)p[6] * p[6];
+            s7 += (double)p[7] * p[7];
+        }
+        if (i < n) {
+            float p[8] = {0.0f};
+            memcpy(p, xr + i, (size_t)(n - i) * sizeof(float));
+            s0 += (double)p[0] * p[0];
+            s1 += (double)p[1] * p[1];
+            s2 += (double)p[2] * p[2];
+            s3 += (double)p[3] * p[3];
+            s4 += (double)p[4] * p[4];
+            s5 += (double)p[5] * p[5];
+            s6 += (double)p[6] * p[6];
+            s7 += (double)p[7] * p[7];
+        }
+        double ss = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
         float scale = (float)(1.0 / sqrt(ss / n + eps));
-        for (int i = 0; i < n; i++)
+        const v4f_t vs = {scale, scale, scale, scale};
+        for (i = 0; i + 4 <= n; i += 4) {
+            v4f_t a, b;
+            memcpy(&a, xr + i, sizeof a);
+            memcpy(&b, w + i, sizeof b);
+            a = a * vs * b;
+            memcpy(o + i, &a, sizeof a);
+        }
+        for (; i < n; i++)
             o[i] = xr[i] * scale * w[i];
     }
 }
 
+/* rope: the frequency of pair i, base^(-2i/n_rot), does not depend on the
+ * token, so it is computed once per call (the same powf as per token, so the
+ * same bits); cos and sin are computed once per (position, pair) and applied
+ * to every head. Pairs are taken in blocks of BT_ROPE_BLOCK so the tables
+ * live on the stack; every model has n_rot / 2 <= BT_ROPE_BLOCK (one block). */
+enum { BT_ROPE_BLOCK = 256 };
+
 void bt_rope_norm_f32(float *restrict x, int n_tok, int pos0, int n_head, int head_dim, int n_rot,
                       float freq_base)
 {
-    for (int t = 0; t < n_tok; t++) {
-        float pos = (float)(pos0 + t);
-        for (int i = 0; i < n_rot / 2; i++) {
-            float theta = pos * powf(freq_base, -2.0f * (float)i / (float)n_rot);
-            float c = cosf(theta), s = sinf(theta);
+    float freq[BT_ROPE_BLOCK], c[BT_ROPE_BLOCK], s[BT_ROPE_BLOCK];
+    const int n_pair = n_rot / 2;
+    for (int i0 = 0; i0 < n_pair; i0 += BT_ROPE_BLOCK) {
+        const int nb = n_pair - i0 < BT_ROPE_BLOCK ? n_pair - i0 : BT_ROPE_BLOCK;
+        for (int k = 0; k < nb; k++)
+            freq[k] = powf(freq_base, -2.0f * (float)(i0 + k) / (float)n_rot);
+        for (int t = 0; t < n_tok; t++) {
+            const float pos = (float)(pos0 + t);
+            for (int k = 0; k < nb; k++) {
+                const float theta = pos * freq[k];
+                c[k] = cosf(theta);
+                s[k] = sinf(theta);
+            }
             for (int h = 0; h < n_head; h++) {
-                float *p = x + ((size_t)t * n_head + h) * head_dim + 2 * i;
-                float a = p[0], b = p[1];
-                p[0] = a * c - b * s;
-                p[1] = a * s + b * c;
+                float *p = x + ((size_t)t * n_head + h) * head_dim + 2 * i0;
+                for (int k = 0; k < nb; k++) {
+                    const float a = p[2 * k], b = p[2 * k + 1];
+                    p[2 * k] = a * c[k] - b * s[k];
+                    p[2 * k + 1] = a * s[k] + b * c[k];
+                }
             }
         }
     }
 }
 
+/* swiglu, with its own exp. silu(g) = g / (1 + e^-g) for g >= 0 and g e^g / (1 + e^g)
+ * for g < 0: both need e = exp(-|g|) <= 1 only, which never overflows, and
+ * for very negative g the product g e^g is formed before any underflow.
+ *
+ *   x = max(-|g|, SILU_X_MIN); n = round(x / ln 2) (by the 1.5 * 2^23 trick,
+ *   read back from the bits); r = x - n ln 2 in two steps (Cody-Waite: n has
+ *   8 bits and LN2_HI 16, so n * LN2_HI is exact); e^r = 1 + r + r^2 q(r),
+ *   q of degree 4 fitted (weighted minimax, relative error 4.5e-9 with these
+ *   float coefficients) on |r| <= 0.3468, kept as y = e^r - 1 so that
+ *   g e^r = g + g y loses no bits to the rounding of 1 + y; 2^n applied as
+ *   2^(n + 40) (a normal number: exact) then 2^-40, so a result in the
+ *   subnormal range is rounded only once.
+ *
+ * Below SILU_X_MIN, |g e^g| < 2^-150: silu rounds to -0, so g is clamped
+ * there too (g = -inf gives -0, not -inf * 0). NaN fails every comparison
+ * and so goes through the arithmetic: NaN in, NaN out. */
+#define SILU_X_MIN (-110.0f)
+#define EXP_MAGIC 0x1.8p23f /* 1.5 * 2^23: adding it rounds to an integer */
+#define EXP_MAGIC_BITS 0x4b400000u
+#define EXP_LOG2E 0x1.715476p+0f
+#define EXP_LN2_HI 0x1.62e4p-1f     /* ln 2 to 16 bits */
+#define EXP_LN2_LO 0x1.7f7d1cp-20f  /* ln 2 - EXP_LN2_HI */
+#define EXP_BIAS 40
+#define EXP_UNBIAS 0x1p-40f
+#define EXP_C2 0x1.fffffcp-2f
+#define EXP_C3 0x1.555490p-3f
+#define EXP_C4 0x1.5558f4p-5f
+#define EXP_C5 0x1.123a36p-7f
+#define EXP_C6 0x1.6a23a8p-10f
+
+static inline v4f_t silu4(v4f_t g)
+{
+    const v4f_t one = {1.0f, 1.0f, 1.0f, 1.0f};
+    const v4f_t xmin = {SILU_X_MIN, SILU_X_MIN, SILU_X_MIN, SILU_X_MIN};
+    const v4f_t zero = {0.0f, 0.0f, 0.0f, 0.0f};
+    const v4i_t bias = {EXP_BIAS, EXP_BIAS, EXP_BIAS, EXP_BIAS};
+
+    v4f_t x = (v4f_t)((v4u_t)g | 0x80000000u); /* -|g|, which is g where g < 0 */
+    x = v4f_select(x < xmin, xmin, x);
+    v4f_t t = x * EXP_LOG2E + EXP_MAGIC;
+    v4f_t nf = t - EXP_MAGIC;
+    v4i_t n = (v4i_t)((v4u_t)t - EXP_MAGIC_BITS); /* in [-159, 0] */
+    v4f_t r = (x - nf * EXP_LN2_HI) - nf * EXP_LN2_LO;
+    v4f_t q = EXP_C2 + r * (EXP_C3 + r * (EXP_C4 + r * (EXP_C5 + r * EXP_C6)));
+    v4f_t y = r + r * r * q;          /* e^r - 1 */
+    v4f_t s = v4f_pow2i(n + bias);    /* 2^(n + EXP_BIAS), normal */
+    v4f_t sc = s * EXP_UNBIAS;        /* 2^n, or 0 below 2^-149 */
+    v4f_t e = sc + sc * y;            /* exp(-|g|) */
+    v4f_t num = v4f_select(g >= zero, g, (x + x * y) * s * EXP_UNBIAS); /* g or g e^g */
+    return num / (one + e);
+}
+
 void bt_swiglu_f32(float *restrict gate, const float *restrict up, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) {
-        float g = gate[i];
-        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4f_t g, u;
+        memcpy(&g, gate + i, sizeof g);
+        memcpy(&u, up + i, sizeof u);
+        g = silu4(g) * u;
+        memcpy(gate + i, &g, sizeof g);
+    }
+    if (i < n) { /* the last 1-3 through the same lanes, padded with zeros */
+        const size_t rest = (size_t)(n - i) * sizeof(float);
+        v4f_t g = {0.0f, 0.0f, 0.0f, 0.0f}, u = g;
+        memcpy(&g, gate + i, rest);
+        memcpy(&u, up + i, rest);
+        g = silu4(g) * u;
+        memcpy(gate + i, &g, rest);
     }
 }
 
