@@ -471,7 +471,7 @@ static void time_type(kb_run_t *r, const bt_synth_shape_t *s, uint32_t type,
             const bt_matrix_t all = {pools[w].data, type,    n_in, pools[w].n_rows,
                                      pools[w].row_bytes, NULL};
             const size_t pb = bt_pack_bytes(&all);
-            pools[w].packed = pb ? aligned_alloc(64, (pb + 63) / 64 * 64) : NULL;
+            pools[w].packed = pb ? bt_alloc_huge(pb) : NULL;
             if (pools[w].packed != NULL)
                 bt_pack(&all, pools[w].packed);
         } else {
@@ -512,7 +512,7 @@ static bt_status_t measure_machine(const bt_bench_params_t *p, kb_peaks_t *peaks
     for (int i = 0; i < n_peaks; i++)
         max_threads = peaks[i].threads > max_threads ? peaks[i].threads : max_threads;
     const size_t n = (size_t)p->kernel_bw_mib << 18; /* floats */
-    float *buf = malloc(n * sizeof(float));
+    float *buf = bt_alloc_huge(n * sizeof(float)); /* as the weights: huge pages */
     if (buf == NULL) {
         bt_log_error("kernels: cannot allocate the %d MiB read-bandwidth buffer",
                      p->kernel_bw_mib);
@@ -661,7 +661,7 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
     r.samples = malloc(sizeof(double) * (size_t)p->reps);
     r.row = malloc(sizeof(float) * (size_t)max_in);
     r.rows = malloc(sizeof(kb_row_t) * (size_t)r.max_rows);
-    r.pool_mem = malloc(pool_bytes ? (size_t)pool_bytes : 1);
+    r.pool_mem = bt_alloc_huge((size_t)pool_bytes); /* as a model's weights (--mmap 0, packed) */
     if (r.peaks == NULL || r.x == NULL || r.y == NULL || r.scratch_buf == NULL ||
         r.samples == NULL || r.row == NULL || r.rows == NULL || r.pool_mem == NULL) {
         bt_log_error("kernels: cannot allocate buffers for %d tokens x %" PRId64 " -> %" PRId64

@@ -7,6 +7,8 @@
 #include "common.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,6 +94,17 @@ uint64_t bt_mem_available(void)
             break;
     fclose(f);
     return (uint64_t)kb * 1024;
+}
+
+void *bt_alloc_huge(size_t bytes)
+{
+    const size_t huge = 2u << 20, rounded = (bytes + huge - 1) / huge * huge;
+    void *p = aligned_alloc(huge, rounded ? rounded : huge);
+#ifdef MADV_HUGEPAGE
+    if (p != NULL)
+        madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
 bt_status_t bt_mem_check(const char *what, uint64_t need)

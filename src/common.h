@@ -88,6 +88,12 @@ uint64_t bt_mem_available(void);
  * available, when need exceeds what bt_mem_available() reports. */
 bt_status_t bt_mem_check(const char *what, uint64_t need);
 
+/* bytes (> 0) of memory aligned to 2 MiB and marked for transparent huge
+ * pages (MADV_HUGEPAGE: where the kernel has them in "madvise" mode, a
+ * stream over weights then takes one TLB entry per 2 MiB, not per 4 KiB);
+ * NULL when out of memory. free() it. */
+void *bt_alloc_huge(size_t bytes);
+
 /* Monotonic wall clock in seconds. */
 double bt_now(void);
 

@@ -4,6 +4,7 @@
 #include "model.h"
 
 #include <stdio.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -362,22 +363,18 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
         free(w);
         return BT_OK;
     }
-    const size_t huge = 2u << 20;
     bt_status_t st = bt_mem_check("reading the weights into memory (--mmap 0)", total);
     if (st != BT_OK) {
         free(w);
         return st;
     }
-    char *buf = aligned_alloc(huge, (total + huge - 1) / huge * huge);
+    char *buf = bt_alloc_huge(total);
     if (buf == NULL) {
         bt_log_error("model: %s: cannot allocate %zu bytes to read the weights into (--mmap 0)",
                      m->gguf->path, total);
         free(w);
         return BT_ERR_NOMEM;
     }
-#ifdef MADV_HUGEPAGE
-    madvise(buf, (total + huge - 1) / huge * huge, MADV_HUGEPAGE);
-#endif
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         const void *src = *w[i].data;
@@ -424,21 +421,26 @@ uint64_t bt_model_pack_bytes(bt_model_t *m)
 bt_status_t bt_model_pack(bt_model_t *m)
 {
     const uint64_t total = bt_model_pack_bytes(m);
-    bt_status_t st = total ? bt_mem_check("packing the weights", total) : BT_OK;
-    for (int i = 0; i < n_bound_matrices(m) && st == BT_OK; i++) {
+    if (total == 0 || m->packed_copy != NULL)
+        return BT_OK;
+    bt_status_t st = bt_mem_check("packing the weights", total);
+    if (st != BT_OK)
+        return st;
+    char *buf = bt_alloc_huge(total); /* one block: decode streams it with few TLB misses */
+    if (buf == NULL) {
+        bt_log_error("model: %s: cannot allocate %" PRIu64 " bytes to pack the weights into",
+                     m->gguf->path, total);
+        return BT_ERR_NOMEM;
+    }
+    m->packed_copy = buf;
+    for (int i = 0; i < n_bound_matrices(m); i++) {
         bt_matrix_t *w = bound_matrix(m, i);
         const size_t bytes = (bt_pack_bytes(w) + 63) / 64 * 64;
-        if (bytes == 0 || w->packed != NULL)
+        if (bytes == 0)
             continue;
-        void *p = aligned_alloc(64, bytes);
-        if (p == NULL) {
-            bt_log_error("model: %s: cannot allocate %zu bytes to pack the weights into",
-                         m->gguf->path, bytes);
-            st = BT_ERR_NOMEM;
-            break;
-        }
-        bt_pack(w, p);
-        w->packed = p;
+        bt_pack(w, buf);
+        w->packed = buf;
+        buf += bytes;
         m->packed_bytes += bytes;
         char *lo;
         size_t len;
@@ -453,9 +455,7 @@ void bt_model_free(bt_model_t *m)
 {
     if (m == NULL)
         return;
-    const bool bound = m->layers != NULL || m->last == m->first;
-    for (int i = 0; bound && i < n_bound_matrices(m); i++)
-        free((void *)bound_matrix(m, i)->packed);
+    free(m->packed_copy);
     free(m->weights_copy);
     free(m->layers);
     bt_gguf_close(m->gguf);

@@ -58,7 +58,8 @@ typedef struct bt_model {
     bt_layer_t *layers;      /* last - first entries; layers[i] is layer first + i */
     uint64_t weight_bytes;   /* bytes of the tensors bound (each counted once) */
     void *weights_copy;      /* bound weights read into memory (--mmap 0), else NULL */
-    uint64_t packed_bytes;   /* bytes of the packed copies (bt_model_pack) */
+    void *packed_copy;       /* the packed copies, one block (bt_model_pack), or NULL */
+    uint64_t packed_bytes;   /* bytes of the packed copies */
     uint32_t file_type;      /* general.file_type, or the type of most weights */
 } bt_model_t;
 
