@@ -180,8 +180,8 @@ static const fpanel_kernels_t fpanel_kernels[3] = {
  * panels for one token, single panels for more (GEMM_TOKENS tokens'
  * chains). Unpacked weights: a thread packs each panel it takes into its
  * scratch (16 n_in floats, what the scratch holds per thread) as f32. */
-void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float *restrict x,
-                          int n_tok, const bt_scratch_t *s)
+static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                         int n_tok, const bt_scratch_t *s, int me, int nth)
 {
     const int64_t n_in = w->n_in, n_out = w->n_out, n_panels = (n_out + 15) / 16;
     const bool packed = w->packed != NULL;
@@ -190,10 +190,7 @@ void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float
     const size_t pstride = (size_t)n_in * 16 * elem_bytes(et);
     const int per_unit = n_tok == 1 && packed ? GEMV_PANELS : 1;
     const int64_t n_units = (n_panels + per_unit - 1) / per_unit;
-    const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
-#pragma omp parallel num_threads(team) if (team > 1)
     {
-        const int nth = omp_get_num_threads(), me = omp_get_thread_num();
         const int64_t u0 = n_units * me / nth, u1 = n_units * (me + 1) / nth;
         uint8_t *own = (uint8_t *)(s->buf + (size_t)me * s->per_thread);
         for (int64_t u = u0; u < u1; u++) {
@@ -219,6 +216,18 @@ void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float
                 }
         }
     }
+}
+
+void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                          int n_tok, const bt_scratch_t *s)
+{
+    const int team = bt_team_size(s, (double)n_tok * (double)w->n_in * (double)w->n_out);
+    if (team == 1) { /* no OpenMP region: see bt_cpu_matmul_q8 */
+        fpanel_share(out, w, x, n_tok, s, 0, 1);
+        return;
+    }
+#pragma omp parallel num_threads(team)
+    fpanel_share(out, w, x, n_tok, s, omp_get_thread_num(), omp_get_num_threads());
 }
 
 #else

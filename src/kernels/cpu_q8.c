@@ -665,8 +665,8 @@ static const panel_fn *panels_for(uint32_t type)
  * quantizes the chunk into its own scratch (repeating n_tok * n_in work
  * per thread, nothing next to the product's n_tok * n_in * n_out), then
  * multiplies its rows with it. */
-void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
-                      int n_tok, const bt_scratch_t *s)
+static void q8_share(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                     int n_tok, const bt_scratch_t *s, int me, int nth)
 {
     const int64_t n_in = w->n_in, n_out = w->n_out, nb = n_in / 32;
 #ifdef BT_SIMD16_AVX512
@@ -678,10 +678,7 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
     const int64_t n_groups = (n_out + rows_per - 1) / rows_per;
     const panel_fn *panels = panel ? panels_for(w->type) : NULL;
     const size_t pstride = panel ? panel_bytes(w->type, nb) : 0;
-    const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
-#pragma omp parallel num_threads(team) if (team > 1)
     {
-        const int nth = omp_get_num_threads(), me = omp_get_thread_num();
         const int64_t g0 = n_groups * me / nth, g1 = n_groups * (me + 1) / nth;
         /* scratch: the quantized chunk, Q8_TOKENS x (n_in + 16 n_in / 32)
          * bytes, then room for one packed panel (Q8_TOKENS) */
@@ -731,6 +728,20 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
             }
         }
     }
+}
+
+/* A one-thread product skips the OpenMP region: even an inactive one costs
+ * about a microsecond, a quarter of a small decode product's time. */
+void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                      int n_tok, const bt_scratch_t *s)
+{
+    const int team = bt_team_size(s, (double)n_tok * (double)w->n_in * (double)w->n_out);
+    if (team == 1) {
+        q8_share(out, w, x, n_tok, s, 0, 1);
+        return;
+    }
+#pragma omp parallel num_threads(team)
+    q8_share(out, w, x, n_tok, s, omp_get_thread_num(), omp_get_num_threads());
 }
 
 #else
