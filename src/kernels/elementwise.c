@@ -123,30 +123,29 @@ void bt_rope_norm_f32(float *restrict x, int n_tok, int pos0, int n_head, int he
     }
 }
 
-/* swiglu, with its own exp. silu(g) = g / (1 + e^-g) for g >= 0 and g e^g / (1 + e^g)
- * for g < 0: both need e = exp(-|g|) <= 1 only, which never overflows, and
- * for very negative g the product g e^g is formed before any underflow.
+/* swiglu, with its own exp: silu(g) = g / (1 + e^-g), the formula of the
+ * libm-based code before it and of llama.cpp, for every g.
  *
- *   x = max(-|g|, SILU_X_MIN); n = round(x / ln 2) (by the 1.5 * 2^23 trick,
- *   read back from the bits); r = x - n ln 2 in two steps (Cody-Waite: n has
- *   8 bits and LN2_HI 16, so n * LN2_HI is exact); e^r = 1 + r + r^2 q(r),
- *   q of degree 4 fitted (weighted minimax, relative error 4.5e-9 with these
- *   float coefficients) on |r| <= 0.3468, kept as y = e^r - 1 so that
- *   g e^r = g + g y loses no bits to the rounding of 1 + y; 2^n applied as
- *   2^(n + 40) (a normal number: exact) then 2^-40, so a result in the
- *   subnormal range is rounded only once.
+ *   z = -g, clamped to [-110, 110] (beyond, silu rounds to g or to -0);
+ *   n = round(z / ln 2) (by the 1.5 * 2^23 trick, read back from the bits);
+ *   r = z - n ln 2 in two steps (Cody-Waite: n has 8 bits and LN2_HI 16, so
+ *   n * LN2_HI is exact); e^r = 1 + y, y = r + r^2 q(r), q of degree 4
+ *   fitted (weighted minimax, relative error 4.5e-9 with these float
+ *   coefficients) on |r| <= 0.3468; e^z = (1 + y) 2^n1 2^n2 with n1 = n / 2
+ *   (the first scaling exact, so a result in the subnormal range is rounded
+ *   once, and none overflows on the way).
  *
- * Below SILU_X_MIN, |g e^g| < 2^-150: silu rounds to -0, so g is clamped
- * there too (g = -inf gives -0, not -inf * 0). NaN fails every comparison
+ * For g < -64, e^-g would overflow past g = -88.7 while silu is still a
+ * normal number there: numerator and denominator are both scaled by 2^-64
+ * (exact, so the bits are those of the unscaled quotient wherever that is
+ * finite). g = -inf gives -0, +inf gives +inf; NaN fails every comparison
  * and so goes through the arithmetic: NaN in, NaN out. */
-#define SILU_X_MIN (-110.0f)
+#define SILU_Z_MAX 110.0f
 #define EXP_MAGIC 0x1.8p23f /* 1.5 * 2^23: adding it rounds to an integer */
 #define EXP_MAGIC_BITS 0x4b400000u
 #define EXP_LOG2E 0x1.715476p+0f
 #define EXP_LN2_HI 0x1.62e4p-1f     /* ln 2 to 16 bits */
 #define EXP_LN2_LO 0x1.7f7d1cp-20f  /* ln 2 - EXP_LN2_HI */
-#define EXP_BIAS 40
-#define EXP_UNBIAS 0x1p-40f
 #define EXP_C2 0x1.fffffcp-2f
 #define EXP_C3 0x1.555490p-3f
 #define EXP_C4 0x1.5558f4p-5f
@@ -156,23 +155,25 @@ void bt_rope_norm_f32(float *restrict x, int n_tok, int pos0, int n_head, int he
 static inline v4f_t silu4(v4f_t g)
 {
     const v4f_t one = {1.0f, 1.0f, 1.0f, 1.0f};
-    const v4f_t xmin = {SILU_X_MIN, SILU_X_MIN, SILU_X_MIN, SILU_X_MIN};
-    const v4f_t zero = {0.0f, 0.0f, 0.0f, 0.0f};
-    const v4i_t bias = {EXP_BIAS, EXP_BIAS, EXP_BIAS, EXP_BIAS};
+    const v4f_t zmax = {SILU_Z_MAX, SILU_Z_MAX, SILU_Z_MAX, SILU_Z_MAX};
+    const v4f_t big_g = {-64.0f, -64.0f, -64.0f, -64.0f};
+    const v4f_t down = {0x1p-64f, 0x1p-64f, 0x1p-64f, 0x1p-64f};
 
-    v4f_t x = (v4f_t)((v4u_t)g | 0x80000000u); /* -|g|, which is g where g < 0 */
-    x = v4f_select(x < xmin, xmin, x);
-    v4f_t t = x * EXP_LOG2E + EXP_MAGIC;
+    v4f_t z = -g;
+    z = v4f_select(z > zmax, zmax, z);
+    z = v4f_select(z < -zmax, -zmax, z);
+    const v4i_t big = g < big_g; /* scale by 2^-64 */
+    v4f_t t = z * EXP_LOG2E + EXP_MAGIC;
     v4f_t nf = t - EXP_MAGIC;
-    v4i_t n = (v4i_t)((v4u_t)t - EXP_MAGIC_BITS); /* in [-159, 0] */
-    v4f_t r = (x - nf * EXP_LN2_HI) - nf * EXP_LN2_LO;
+    v4i_t n = (v4i_t)((v4u_t)t - EXP_MAGIC_BITS); /* in [-159, 159] */
+    v4f_t r = (z - nf * EXP_LN2_HI) - nf * EXP_LN2_LO;
     v4f_t q = EXP_C2 + r * (EXP_C3 + r * (EXP_C4 + r * (EXP_C5 + r * EXP_C6)));
-    v4f_t y = r + r * r * q;          /* e^r - 1 */
-    v4f_t s = v4f_pow2i(n + bias);    /* 2^(n + EXP_BIAS), normal */
-    v4f_t sc = s * EXP_UNBIAS;        /* 2^n, or 0 below 2^-149 */
-    v4f_t e = sc + sc * y;            /* exp(-|g|) */
-    v4f_t num = v4f_select(g >= zero, g, (x + x * y) * s * EXP_UNBIAS); /* g or g e^g */
-    return num / (one + e);
+    v4f_t y = r + r * r * q; /* e^r - 1 */
+    v4i_t n1 = n >> 1, n2 = n - n1 + (big & -64);
+    v4f_t e = (one + y) * v4f_pow2i(n1) * v4f_pow2i(n2); /* e^z, times 2^-64 where big */
+    const v4f_t gc = v4f_select(g < -zmax, -zmax, g);    /* -inf: -0 below */
+    v4f_t num = gc * v4f_select(big, down, one);
+    return num / (v4f_select(big, down, one) + e);
 }
 
 void bt_swiglu_f32(float *restrict gate, const float *restrict up, int64_t n)
