@@ -991,7 +991,11 @@ START_TEST(test_isa_same)
         return;
     }
     const bt_isa_t was = bt_isa_active();
-    const int64_t n_in = bt_type_info(type)->block_size == 256 ? 512 : 320, n_out = 37;
+    /* float types: rows long enough (88 KiB or 44 KiB panels) for the
+     * two-panel decode kernel of cpu_fpanel.c; the others 320 / 512 */
+    const bool fl = type == BT_TYPE_F32 || type == BT_TYPE_F16 || type == BT_TYPE_BF16;
+    const int64_t n_in = fl ? 1408 : bt_type_info(type)->block_size == 256 ? 512 : 320;
+    const int64_t n_out = 37;
     static const int n_toks[] = {1, 5, 13, 41}; /* 41: two 32-token chunks */
     rng_t r = rng_make(4100 + type);
     wmat_t w = wmat_make(type, n_in, n_out, 0, &r);

@@ -28,16 +28,21 @@
 
 #if BT_SIMD16
 
-/* Chains in flight per call: 8 panels for one token (decode), or 8 tokens
- * of one panel (prefill), in AVX-512's 32 registers; 4 panels or 6 tokens
- * (12 accumulators) in AVX2's 16. */
+/* Chains in flight per call. One token (decode): panels of up to
+ * GEMV_WIDE_MAX bytes (short rows) 8 at a time with AVX-512, 4 with AVX2,
+ * so the streams' starts overlap; longer ones 2 at a time (with 8, two
+ * threads gave the hardware prefetchers 16 streams and got 26 GB/s of the
+ * 2 cores' 55-60). Prefill: 8 tokens of one panel in AVX-512's 32
+ * registers, 6 tokens (12 accumulators) in AVX2's 16. */
+#define GEMV_WIDE_MAX (40 << 10)
 #ifdef BT_SIMD16_AVX512
-#define GEMV_PANELS 8
+#define GEMV_WIDE 8
 #define GEMM_TOKENS 8
 #else
-#define GEMV_PANELS 4
+#define GEMV_WIDE 4
 #define GEMM_TOKENS 6
 #endif
+#define GEMV_PANELS GEMV_WIDE /* the most panels a call takes */
 
 enum { ET_F32, ET_F16, ET_BF16 };
 
@@ -148,20 +153,20 @@ typedef void (*fpanel_fn)(float *restrict, size_t, int, const uint8_t *, size_t,
     }
 #ifdef BT_SIMD16_AVX512
 #define FPANELS(name, et)                                                                      \
-    FPANEL(name, 8, 1, et) FPANEL(name, 1, 1, et) FPANEL(name, 1, 2, et)                        \
-    FPANEL(name, 1, 3, et) FPANEL(name, 1, 4, et) FPANEL(name, 1, 5, et)                        \
-    FPANEL(name, 1, 6, et) FPANEL(name, 1, 7, et) FPANEL(name, 1, 8, et)
+    FPANEL(name, 8, 1, et) FPANEL(name, 2, 1, et) FPANEL(name, 1, 1, et)                        \
+    FPANEL(name, 1, 2, et) FPANEL(name, 1, 3, et) FPANEL(name, 1, 4, et)                        \
+    FPANEL(name, 1, 5, et) FPANEL(name, 1, 6, et) FPANEL(name, 1, 7, et) FPANEL(name, 1, 8, et)
 #define FPANEL_KERNELS(name)                                                                   \
-    {fp_##name##_8_1,                                                                           \
+    {fp_##name##_8_1, fp_##name##_2_1,                                                          \
      {fp_##name##_1_1, fp_##name##_1_2, fp_##name##_1_3, fp_##name##_1_4, fp_##name##_1_5,     \
       fp_##name##_1_6, fp_##name##_1_7, fp_##name##_1_8}}
 #else
 #define FPANELS(name, et)                                                                      \
-    FPANEL(name, 4, 1, et) FPANEL(name, 1, 1, et) FPANEL(name, 1, 2, et)                        \
-    FPANEL(name, 1, 3, et) FPANEL(name, 1, 4, et) FPANEL(name, 1, 5, et)                        \
-    FPANEL(name, 1, 6, et)
+    FPANEL(name, 4, 1, et) FPANEL(name, 2, 1, et) FPANEL(name, 1, 1, et)                        \
+    FPANEL(name, 1, 2, et) FPANEL(name, 1, 3, et) FPANEL(name, 1, 4, et)                        \
+    FPANEL(name, 1, 5, et) FPANEL(name, 1, 6, et)
 #define FPANEL_KERNELS(name)                                                                   \
-    {fp_##name##_4_1,                                                                           \
+    {fp_##name##_4_1, fp_##name##_2_1,                                                          \
      {fp_##name##_1_1, fp_##name##_1_2, fp_##name##_1_3, fp_##name##_1_4, fp_##name##_1_5,     \
       fp_##name##_1_6}}
 #endif
@@ -170,14 +175,15 @@ FPANELS(f16, ET_F16)
 FPANELS(bf16, ET_BF16)
 
 typedef struct {
-    fpanel_fn gemv;              /* GEMV_PANELS panels, 1 token */
+    fpanel_fn gemv_wide;         /* GEMV_WIDE panels, 1 token */
+    fpanel_fn gemv2;             /* 2 panels, 1 token */
     fpanel_fn gemm[GEMM_TOKENS]; /* 1 panel, 1 .. GEMM_TOKENS tokens */
 } fpanel_kernels_t;
 static const fpanel_kernels_t fpanel_kernels[3] = {
     FPANEL_KERNELS(f32), FPANEL_KERNELS(f16), FPANEL_KERNELS(bf16)};
 
-/* Threads take contiguous shares of the work units: groups of GEMV_PANELS
- * panels for one token, single panels for more (GEMM_TOKENS tokens'
+/* Threads take contiguous shares of the work units: groups of panels for
+ * one token (GEMV_WIDE or 2), single panels for more (GEMM_TOKENS tokens'
  * chains). Unpacked weights: a thread packs each panel it takes into its
  * scratch (16 n_in floats, what the scratch holds per thread) as f32. */
 static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float *restrict x,
@@ -188,7 +194,7 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
     const int et = packed ? elem_type(w->type) : ET_F32;
     const fpanel_kernels_t *k = &fpanel_kernels[et];
     const size_t pstride = (size_t)n_in * 16 * elem_bytes(et);
-    const int per_unit = n_tok == 1 && packed ? GEMV_PANELS : 1;
+    const int per_unit = n_tok > 1 || !packed ? 1 : pstride <= GEMV_WIDE_MAX ? GEMV_WIDE : 2;
     const int64_t n_units = (n_panels + per_unit - 1) / per_unit;
     {
         const int64_t u0 = n_units * me / nth, u1 = n_units * (me + 1) / nth;
@@ -203,8 +209,9 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
                 pack_panel(own, ET_F32, w, r0);
                 pw = own;
             }
-            if (per_unit == GEMV_PANELS && nr == 16 * GEMV_PANELS) {
-                k->gemv(out + r0, (size_t)n_out, nr, pw, pstride, x, n_in);
+            if (per_unit > 1 && nr == 16 * per_unit) {
+                (per_unit == 2 ? k->gemv2 : k->gemv_wide)(out + r0, (size_t)n_out, nr, pw,
+                                                          pstride, x, n_in);
                 continue;
             }
             for (int p = 0; p < per_unit && 16 * p < nr; p++)
