@@ -28,11 +28,11 @@
 
 #if BT_SIMD16
 
-/* Chains in flight per call. One token (decode): panels of up to
- * GEMV_WIDE_MAX bytes (short rows) 8 at a time with AVX-512, 4 with AVX2,
- * so the streams' starts overlap; longer ones 2 at a time (with 8, two
- * threads gave the hardware prefetchers 16 streams and got 26 GB/s of the
- * 2 cores' 55-60). Prefill: 8 tokens of one panel in AVX-512's 32
+/* Chains in flight per call. One token (decode): 8 panels at a time with
+ * AVX-512, 4 with AVX2 (one thread: more streams, more loads in flight;
+ * short rows: their starts overlap), but 2 for rows longer than
+ * GEMV_WIDE_MAX bytes when several threads share the memory (with 8, two
+ * threads gave it 16 streams and got 26 GB/s where 2 x 2 got 44). Prefill: 8 tokens of one panel in AVX-512's 32
  * registers, 6 tokens (12 accumulators) in AVX2's 16. */
 #define GEMV_WIDE_MAX (40 << 10)
 #ifdef BT_SIMD16_AVX512
@@ -194,7 +194,8 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
     const int et = packed ? elem_type(w->type) : ET_F32;
     const fpanel_kernels_t *k = &fpanel_kernels[et];
     const size_t pstride = (size_t)n_in * 16 * elem_bytes(et);
-    const int per_unit = n_tok > 1 || !packed ? 1 : pstride <= GEMV_WIDE_MAX ? GEMV_WIDE : 2;
+    const int per_unit = n_tok > 1 || !packed ? 1
+                       : nth == 1 || pstride <= GEMV_WIDE_MAX ? GEMV_WIDE : 2;
     const int64_t n_units = (n_panels + per_unit - 1) / per_unit;
     {
         const int64_t u0 = n_units * me / nth, u1 = n_units * (me + 1) / nth;
