@@ -35,8 +35,7 @@ static inline void vf_store_n(float *p, vf a, int n)
 {
     _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), a);
 }
-#elif defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#elif BT_SIMD16 /* AVX2, FMA, F16C: the avx2 build */
 #define VL 8
 typedef __m256 vf;
 static inline vf vf_zero(void) { return _mm256_setzero_ps(); }
@@ -53,12 +52,8 @@ static inline float vf_sum(vf a)
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-static inline __m256i lanes_below(int n)
-{
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-static inline vf vf_load_n(const float *p, int n) { return _mm256_maskload_ps(p, lanes_below(n)); }
-static inline void vf_store_n(float *p, vf a, int n) { _mm256_maskstore_ps(p, lanes_below(n), a); }
+static inline vf vf_load_n(const float *p, int n) { return _mm256_maskload_ps(p, lanes_below8(n)); }
+static inline void vf_store_n(float *p, vf a, int n) { _mm256_maskstore_ps(p, lanes_below8(n), a); }
 #else
 /* Portable: GCC vector extension of 16 bytes (SSE on any x86-64, so no ABI
  * warning); multiply and add stay separate (C11 does not contract), which
@@ -785,6 +780,7 @@ static void cpu_attention(float *restrict out, const float *restrict q, const vo
 /* The quantized formats against 8-bit activations where this build can
  * (cpu_q8.c), F32/F16/BF16 as one FMA chain per output over row panels
  * (cpu_fpanel.c), anything else as bt_ops_exact. */
+#if BT_SIMD16
 static bool cpu_is_exact(uint32_t type, int64_t n_in)
 {
     return !bt_cpu_q8_supports(type, n_in) && !bt_cpu_fpanel_supports(type);
@@ -815,6 +811,12 @@ static void pack(const bt_matrix_t *w, void *dst)
     else
         bt_cpu_q8_pack(dst, w);
 }
+#else /* sse2: neither path (cpu_q8.c and cpu_fpanel.c are empty), so cpu is exact */
+static bool cpu_is_exact(uint32_t type, int64_t n_in) { return (void)type, (void)n_in, true; }
+static size_t pack_bytes(const bt_matrix_t *w) { return (void)w, 0; }
+static void pack(const bt_matrix_t *w, void *dst) { (void)w, (void)dst; }
+#define cpu_matmul exact_matmul
+#endif
 
 /* ---- baton-bench's machine peaks, with this build's vectors ---- */
 

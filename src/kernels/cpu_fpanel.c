@@ -42,7 +42,6 @@
 #define GEMV_WIDE 4
 #define GEMM_TOKENS 6
 #endif
-#define GEMV_PANELS GEMV_WIDE /* the most panels a call takes */
 
 enum { ET_F32, ET_F16, ET_BF16 };
 
@@ -114,7 +113,7 @@ fpanel(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstrid
        const float *restrict x, int64_t n_in, const int P, const int T, const int et)
 {
     const size_t es = elem_bytes(et);
-    v16f acc[GEMV_PANELS][GEMM_TOKENS];
+    v16f acc[GEMV_WIDE][GEMM_TOKENS];
 #pragma GCC unroll 8
     for (int p = 0; p < P; p++)
 #pragma GCC unroll 8
@@ -122,7 +121,7 @@ fpanel(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstrid
             acc[p][t] = v16f_zero();
 #pragma GCC unroll 2
     for (int64_t k = 0; k < n_in; k++) {
-        v16f w[GEMV_PANELS];
+        v16f w[GEMV_WIDE];
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++)
             w[p] = load16(pw + (size_t)p * pstride + (size_t)k * 16 * es, et);
@@ -238,26 +237,4 @@ void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float
     fpanel_share(out, w, x, n_tok, s, omp_get_thread_num(), omp_get_num_threads());
 }
 
-#else
-
-bool bt_cpu_fpanel_supports(uint32_t type)
-{
-    (void)type;
-    return false;
-}
-
-size_t bt_cpu_fpanel_bytes(uint32_t type, int64_t n_in, int64_t n_out)
-{
-    (void)type, (void)n_in, (void)n_out;
-    return 0;
-}
-
-void bt_cpu_fpanel_pack(uint8_t *restrict dst, const bt_matrix_t *w) { (void)dst, (void)w; }
-
-void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float *restrict x,
-                          int n_tok, const bt_scratch_t *s)
-{
-    (void)out, (void)w, (void)x, (void)n_tok, (void)s;
-}
-
-#endif
+#endif /* BT_SIMD16 */

@@ -20,6 +20,9 @@ static inline int bt_team_size(const bt_scratch_t *s, double work)
     return work >= BT_PARALLEL_MIN_WORK ? s->n_threads : 1;
 }
 
+/* cpu_q8.c and cpu_fpanel.c define these in the avx512 and avx2 builds
+ * only (BT_SIMD16, simd16.h); cpu.c calls them there alone. */
+
 /* cpu_q8.c: whether bt_cpu_matmul_q8 takes W (a quantized format, rows a
  * whole number of 64 elements, the avx512 build; the avx2 build: the
  * formats with a packed layout), and the product with activations

@@ -744,27 +744,4 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
     q8_share(out, w, x, n_tok, s, omp_get_thread_num(), omp_get_num_threads());
 }
 
-#else
-
-bool bt_cpu_q8_supports(uint32_t type, int64_t n_in)
-{
-    (void)type;
-    (void)n_in;
-    return false;
-}
-
-size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out)
-{
-    (void)type, (void)n_in, (void)n_out;
-    return 0;
-}
-
-void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w) { (void)dst, (void)w; }
-
-void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
-                      int n_tok, const bt_scratch_t *s)
-{
-    (void)out, (void)w, (void)x, (void)n_tok, (void)s;
-}
-
-#endif
+#endif /* BT_SIMD16 */
