@@ -1,6 +1,6 @@
 /*
  * check_model.c: the model, the forward pass and synthetic models.
- *   golden:    logits and greedy tokens against ../shared/golden (llama.cpp)
+ *   golden:    logits and greedy tokens against tests/data/golden (llama.cpp)
  *   invariance: one batch vs micro-batches of 1, 3 and 8 -> bitwise equal
  *   synth:     baton-mkmodel's writer for every type loads and runs
  *   limits:    bad hyperparameters and shapes are refused with a status
@@ -61,18 +61,13 @@ static void run_model(const bt_model_t *m, const bt_ops_t *ops, const int32_t *t
 
 static void golden_check(const bt_ops_t *ops, int ubatch, int n_threads)
 {
-    const char *dir = tu_golden_dir();
-    if (dir == NULL)
-        return;
-    char path[700];
-    snprintf(path, sizeof path, "%s/tiny-llama-golden-f32.gguf", dir);
     bt_model_t *m;
-    ck_assert_int_eq(bt_model_load(path, 0, -1, true, true, &m), BT_OK);
+    ck_assert_int_eq(bt_model_load(tu_golden_path("tiny-llama-golden-f32.gguf"), 0, -1, true, true, &m),
+                     BT_OK);
     ck_assert_int_eq(m->hp.n_vocab, 256);
     ck_assert(!m->tied);
-    snprintf(path, sizeof path, "%s/tiny-llama-golden-f32.logits.bin", dir);
     size_t size;
-    float *ref = tu_read_file(path, &size);
+    float *ref = tu_read_file(tu_golden_path("tiny-llama-golden-f32.logits.bin"), &size);
     ck_assert_ptr_nonnull(ref);
     ck_assert_uint_eq(size, 40 * 256 * sizeof(float));
 

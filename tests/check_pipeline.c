@@ -337,7 +337,7 @@ int main(int argc, char **argv)
 
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* a forked child is not an MPI process */
-    srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
+    srunner_run_all(sr, rank == 0 ? CK_VERBOSE : CK_SILENT);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     free(ref_rows);

@@ -24,10 +24,6 @@
 #include "testutil.h"
 #include "tokenizer.h"
 
-#ifndef BT_TOP_SRCDIR
-#define BT_TOP_SRCDIR "."
-#endif
-
 enum { N_THREADS = 4, N_GEN = 12, UBATCH = 5, OMP_TEAM = 2 };
 
 static char *tmpdir;
@@ -208,10 +204,8 @@ static void *tokenize(void *arg)
 
 START_TEST(test_tokenizer_threads)
 {
-    const char *src = getenv("BT_SRCDIR");
     char path[700];
-    snprintf(path, sizeof path, "%s/tests/data/spm-tiny.gguf",
-             src != NULL && *src ? src : BT_TOP_SRCDIR);
+    snprintf(path, sizeof path, "%s/tests/data/spm-tiny.gguf", tu_srcdir());
     bt_gguf_t *g;
     ck_assert_int_eq(bt_gguf_open(path, &g), BT_OK);
     bt_tokenizer_t *tok;
@@ -329,7 +323,7 @@ int main(void)
     tcase_add_test(tc, test_log_capture_threads);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
+    srunner_run_all(sr, CK_VERBOSE); /* a line per test: scripts/test-summary counts them */
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     tu_rmdir_all(tmpdir);

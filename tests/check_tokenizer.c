@@ -22,17 +22,7 @@
 #include "tokenizer.h"
 #include "unicode.h"
 
-#ifndef BT_TOP_SRCDIR
-#define BT_TOP_SRCDIR "."
-#endif
-
 static char *tmpdir;
-
-static const char *srcdir(void)
-{
-    const char *d = getenv("BT_SRCDIR");
-    return d != NULL && *d != '\0' ? d : BT_TOP_SRCDIR;
-}
 
 /* ---- synthetic vocabularies ---- */
 
@@ -554,7 +544,7 @@ typedef struct ref_case {
 static int read_cases(const char *name, int n_fields, ref_case_t *cases, int max, char **buf)
 {
     char path[700];
-    snprintf(path, sizeof path, "%s/tests/data/%s", srcdir(), name);
+    snprintf(path, sizeof path, "%s/tests/data/%s", tu_srcdir(), name);
     size_t size;
     char *data = tu_read_file(path, &size);
     ck_assert_msg(data != NULL, "cannot read %s (set BT_SRCDIR to the source tree)", path);
@@ -654,7 +644,7 @@ static bool smollm2_path(char *path, size_t size)
     if (env != NULL && *env != '\0')
         snprintf(path, size, "%s", env);
     else
-        snprintf(path, size, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", srcdir());
+        snprintf(path, size, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", tu_srcdir());
     if (access(path, R_OK) != 0) {
         fprintf(stderr,
                 "SKIP: SmolLM2 model not found at %s (set BT_SMOLLM2, or run "
@@ -796,7 +786,7 @@ END_TEST
 START_TEST(test_spm_reference)
 {
     char path[700];
-    snprintf(path, sizeof path, "%s/tests/data/spm-tiny.gguf", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/spm-tiny.gguf", tu_srcdir());
     bt_gguf_t *g;
     ck_assert_int_eq(bt_gguf_open(path, &g), BT_OK);
     bt_tokenizer_t *t;

@@ -12,7 +12,7 @@ ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
 bad() { fail=$((fail + 1)); echo "not ok - $1"; }
 
 # ---- golden through the CLI ----
-golden=${BT_GOLDEN_DIR:-}/tiny-llama-golden-f32.gguf
+golden=${BT_GOLDEN_DIR:-${BT_SRCDIR:-$(dirname "$0")/..}/tests/data/golden}/tiny-llama-golden-f32.gguf
 if [ -f "$golden" ]; then
     out=$(timeout 60 "$bin/baton" -m "$golden" --tokens "$(seq -s, 1 32)" -n 8 -ub 5 \
         --dump-logits "$tmp/logits.bin" 2>"$tmp/err")
@@ -30,9 +30,9 @@ d = max(abs(p - q) for p, q in zip(x, y))
 print('golden cli max abs diff %.3g' % d)
 sys.exit(0 if d <= 1e-4 else 1)
 PY
-    then ok "golden dump within 1e-4"; else bad "golden dump differs"; fi
+    then ok "golden dump within 1e-4"; else bad "golden dump differs from ${golden%.gguf}.logits.bin"; fi
 else
-    echo "SKIP: golden data not found at '${BT_GOLDEN_DIR:-}' (golden CLI checks)"
+    bad "golden reference file missing: $golden (golden CLI checks; it ships in tests/data/golden)"
 fi
 
 # ---- synthetic models ----

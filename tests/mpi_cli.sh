@@ -16,7 +16,7 @@ fail=0
 ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
 bad() { fail=$((fail + 1)); echo "not ok - $1"; }
 
-golden=${BT_GOLDEN_DIR:-}/tiny-llama-golden-f32.gguf
+golden=${BT_GOLDEN_DIR:-${BT_SRCDIR:-$(dirname "$0")/..}/tests/data/golden}/tiny-llama-golden-f32.gguf
 if [ -f "$golden" ]; then
     "$bin/baton" -m "$golden" --tokens "$(seq -s, 1 32)" -n 8 -t 1 \
         --dump-logits "$tmp/l1.bin" >/dev/null 2>&1
@@ -34,7 +34,7 @@ if [ -f "$golden" ]; then
         else bad "golden logits on $np ranks differ from 1 rank"; fi
     done
 else
-    echo "SKIP: golden data not found at '${BT_GOLDEN_DIR:-}' (golden MPI checks)"
+    bad "golden reference file missing: $golden (golden MPI checks; it ships in tests/data/golden)"
 fi
 
 m="$tmp/tiny.gguf"

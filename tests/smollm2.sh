@@ -89,10 +89,10 @@ for isa in avx512 avx2 sse2; do
     if BATON_ISA=$isa "$bin/baton" -m "$model" --tokens "$prompt" -n 0 -t 2 --kernels $kern \
         --dump-logits "$tmp/$isa.bin" >/dev/null 2>"$tmp/err"; then :
     elif grep -q "cannot run on this CPU" "$tmp/err"; then
-        echo "# $isa: skipped, $(grep -o 'it lacks [^)]*' "$tmp/err")"; continue
+        echo "SKIP: BATON_ISA=$isa logits: this CPU $(grep -o "lacks [^)]*" "$tmp/err")"; continue
     else bad "BATON_ISA=$isa"; cat "$tmp/err"; continue; fi
     case $isa in
-    avx2) if [ ! -f "$tmp/avx512.bin" ]; then echo "# avx2 vs avx512: skipped, no avx512 run"
+    avx2) if [ ! -f "$tmp/avx512.bin" ]; then echo "SKIP: avx2 vs avx512 logits: no avx512 run on this CPU"
           elif cmp -s "$tmp/avx512.bin" "$tmp/avx2.bin"; then ok "avx2 build: avx512's logits, bit for bit"
           else bad "avx2 logits differ from avx512's"; fi ;;
     sse2) if python3 - "$tmp/sse2.bin" "$src/tests/data/smollm2-ref-logits-A.bin" <<'PY'
