@@ -2,7 +2,7 @@
  * results_h5.h: baton-bench results in an HDF5 file (rank 0 only; the only
  * place besides tests that includes hdf5.h).
  *
- * Layout (format "baton-bench results", version 1), every dataset 1-D,
+ * Layout (format "baton-bench results", version 2), every dataset 1-D,
  * chunked and extendible, of a compound type:
  *   /runs         one row per invocation: provenance (command line, build
  *                 commit, configure options, MPI library, CPU, Slurm job id,

@@ -13,7 +13,7 @@
  * run time. Callers hold a const bt_ops_t * and never call a
  * backend directly, so a CUDA table can slot in later.
  *
- * Determinism (DESIGN.md invariant 1): every output element is reduced in an
+ * Determinism (docs/design.md, invariant 1): every output element is reduced in an
  * order fixed by the element alone -- never by how many tokens are in the
  * batch, which tile computed it, or how many threads ran. Running a prompt
  * as one batch or as micro-batches gives bitwise equal results.

@@ -18,7 +18,7 @@
  * Decode (bt_pipe_decode): one token through all stages; the last stage
  * samples and sends the token id back to rank 0 (the ring).
  * A single rank runs the same code; its sends and receives are no-ops.
- * Both schedules give bitwise identical logits (DESIGN.md invariant 1).
+ * Both schedules give bitwise identical logits (docs/design.md, invariant 1).
  */
 #ifndef BT_STAGES_SCHEDULE_H
 #define BT_STAGES_SCHEDULE_H
