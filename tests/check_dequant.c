@@ -325,6 +325,5 @@ static Suite *dequant_suite(void)
 
 int main(void)
 {
-    int failed = tu_run_isas(dequant_suite);
-    return failed == 0 ? 0 : 1;
+    return tu_main_isas(dequant_suite);
 }

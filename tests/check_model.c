@@ -410,7 +410,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
-    int failed = tu_run_isas(model_suite);
+    int status = tu_main_isas(model_suite);
     tu_rmdir_all(tmpdir);
-    return failed == 0 ? 0 : 1;
+    return status;
 }

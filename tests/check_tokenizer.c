@@ -5,15 +5,19 @@
  *   detok:     pieces and the streaming UTF-8 decoder
  *   limits:    "none" models, inconsistent metadata refused with a status
  *   smollm2:   the real SmolLM2 vocabulary against ids from HF tokenizers
- *              (tests/data/smollm2-tokenizer.txt) for five pre-tokenizers
+ *              (tests/data/smollm2-tokenizer.txt) for five pre-tokenizers;
+ *              only with --smollm2 (tests/tokenizer_smollm2.sh)
  *   spm-ref:   a SentencePiece BPE vocabulary against sentencepiece's ids
  *              (tests/data/spm-tiny.gguf, spm-tiny-tokenizer.txt)
  *
  * Data files are found under $BT_SRCDIR (else the source tree this was
  * built from); the SmolLM2 model at $BT_SMOLLM2, else
- * <srcdir>/models/SmolLM2-135M-Instruct.Q4_1.gguf (skipped when absent).
+ * <srcdir>/models/SmolLM2-135M-Instruct.Q4_1.gguf (--smollm2 skips, exit 77,
+ * when it is absent).
  */
 #include <check.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -638,21 +642,16 @@ static bool check_case(const bt_tokenizer_t *t, const ref_case_t *c, bool parse_
 
 /* ---- smollm2 ---- */
 
-static bool smollm2_path(char *path, size_t size)
+/* Where the SmolLM2 model is: $BT_SMOLLM2, else <srcdir>/models/. */
+static const char *smollm2_path(void)
 {
+    static char path[700];
     const char *env = getenv("BT_SMOLLM2");
     if (env != NULL && *env != '\0')
-        snprintf(path, size, "%s", env);
+        snprintf(path, sizeof path, "%s", env);
     else
-        snprintf(path, size, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", tu_srcdir());
-    if (access(path, R_OK) != 0) {
-        fprintf(stderr,
-                "SKIP: SmolLM2 model not found at %s (set BT_SMOLLM2, or run "
-                "scripts/fetch-smollm2)\n",
-                path);
-        return false;
-    }
-    return true;
+        snprintf(path, sizeof path, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", tu_srcdir());
+    return path;
 }
 
 /* Copies the real vocabulary into a GGUF with another tokenizer.ggml.pre. */
@@ -697,9 +696,7 @@ static bt_tokenizer_t *smollm2_with_pre(const bt_gguf_t *g, const char *pre)
 
 START_TEST(test_smollm2_load)
 {
-    char path[700];
-    if (!smollm2_path(path, sizeof path))
-        return;
+    const char *path = smollm2_path();
     bt_gguf_t *g;
     ck_assert_int_eq(bt_gguf_open(path, &g), BT_OK);
     bt_tokenizer_t *t;
@@ -741,9 +738,7 @@ END_TEST
 
 START_TEST(test_smollm2_reference)
 {
-    char path[700];
-    if (!smollm2_path(path, sizeof path))
-        return;
+    const char *path = smollm2_path();
     static ref_case_t cases[256];
     char *buf;
     int n = read_cases("smollm2-tokenizer.txt", 4, cases, 256, &buf);
@@ -816,6 +811,18 @@ START_TEST(test_spm_reference)
 }
 END_TEST
 
+/* The suite that needs the real SmolLM2 model (the --smollm2 run). */
+static Suite *smollm2_suite(void)
+{
+    Suite *s = suite_create("tokenizer (SmolLM2)");
+    TCase *tc = tcase_create("smollm2");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_smollm2_load);
+    tcase_add_test(tc, test_smollm2_reference);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
 static Suite *tokenizer_suite(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -836,25 +843,30 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(tc, test_limits_none);
     tcase_add_test(tc, test_limits_arrays);
     suite_add_tcase(s, tc);
-    tc = tcase_create("smollm2");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_smollm2_load);
-    tcase_add_test(tc, test_smollm2_reference);
-    suite_add_tcase(s, tc);
     tc = tcase_create("spm-ref");
     tcase_add_test(tc, test_spm_reference);
     suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void)
+/* check_tokenizer: every suite that needs only the repository.
+ * check_tokenizer --smollm2: the SmolLM2 vocabulary; exits 77 (a skip)
+ * when the model has not been fetched. */
+int main(int argc, char **argv)
 {
+    const bool smollm2 = argc > 1 && strcmp(argv[1], "--smollm2") == 0;
+    if (smollm2 && access(smollm2_path(), R_OK) != 0) {
+        printf("SKIP: SmolLM2 tokenizer: model not found at %s (set BT_SMOLLM2, or run "
+               "scripts/fetch-smollm2)\n",
+               smollm2_path());
+        return 77;
+    }
     tmpdir = tu_mkdtemp();
     if (tmpdir == NULL) {
         perror("mkdtemp");
         return 1;
     }
-    int failed = tu_run(tokenizer_suite());
+    int failed = tu_run(smollm2 ? smollm2_suite() : tokenizer_suite());
     tu_rmdir_all(tmpdir);
     return failed == 0 ? 0 : 1;
 }
