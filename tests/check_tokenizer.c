@@ -711,7 +711,7 @@ START_TEST(test_smollm2_load)
     }
     fprintf(stderr, "smollm2: tokenizer load (49152 tokens, 48900 merges): best of 5 %.1f ms\n",
             best * 1e3);
-    ck_assert_double_lt(best, 1.0); /* well under 0.1 s unoptimized; loose for sanitizers */
+    /* a time is reported, never asserted: the machine may be slow or shared */
     bt_gguf_close(g);
 
     ck_assert_int_eq(bt_tokenizer_kind(t), BT_TOKENIZER_BPE);
