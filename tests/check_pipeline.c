@@ -17,7 +17,10 @@
  *   linkprobe:  one measured link per neighbor pair, reported on rank 0,
  *               nothing left in flight, a bad config refused by every rank
  * Each check combines its verdict over all ranks (MPI_Allreduce) so every
- * rank fails alike and none is left waiting.
+ * rank fails alike and none is left waiting. A test that fails on one rank
+ * only would leave the others waiting in that combine: the next test's
+ * fixture (or main, after the last test) sees the failure and calls
+ * MPI_Abort, so the job ends at once instead of at the launcher's timeout.
  */
 #include <check.h>
 #include <mpi.h>
@@ -355,6 +358,29 @@ START_TEST(test_link_probe)
 }
 END_TEST
 
+/* ---- a failure on one rank ends the job ---- */
+
+static SRunner *runner;
+
+/* With CK_NOFORK a failed assertion jumps out of the test on its rank
+ * only; the other ranks may be waiting for it inside that test (in
+ * all_ok, a collective or a receive) and would wait until the launcher's
+ * timeout. Run before every test (a checked fixture) and after the last:
+ * once this rank has a failure, it says which and aborts the job. */
+static void abort_on_failure(void)
+{
+    if (runner == NULL || srunner_ntests_failed(runner) == 0)
+        return;
+    TestResult **failures = srunner_failures(runner);
+    TestResult *tr = failures[srunner_ntests_failed(runner) - 1];
+    fprintf(stderr, "rank %d: %s:%d: %s (test case %s) failed; aborting the job\n", rank,
+            tr_lfile(tr), tr_lno(tr), tr_msg(tr), tr_tcname(tr));
+    free(failures);
+    srunner_print(runner, CK_VERBOSE); /* Check prints its lines only at the end */
+    fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 /* Writes a synthetic model into dir as name (rank 0) and broadcasts its
  * path; every rank then computes the single-process reference. */
 static int make_model(refmodel_t *r, const char *dir, const char *name, int n_embd,
@@ -407,6 +433,7 @@ int main(int argc, char **argv)
     Suite *s = suite_create(size == 1 ? "pipeline (1 rank)" : "pipeline");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
+    tcase_add_checked_fixture(tc, abort_on_failure, NULL);
     tcase_add_test(tc, test_invariance);
     if (size <= N_LAYER)
         tcase_add_test(tc, test_tensor_split);
@@ -418,20 +445,19 @@ int main(int argc, char **argv)
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, abort_on_failure, NULL);
     tcase_add_test(tc, test_setup_errors);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* a forked child is not an MPI process */
-    srunner_run_all(sr, rank == 0 ? CK_VERBOSE : CK_SILENT);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    runner = srunner_create(s);
+    srunner_set_fork_status(runner, CK_NOFORK); /* a forked child is not an MPI process */
+    srunner_run_all(runner, rank == 0 ? CK_VERBOSE : CK_SILENT);
+    abort_on_failure();
+    srunner_free(runner);
     free(tiny.rows);
     free(wide.rows);
     if (rank == 0 && dir != NULL)
         tu_rmdir_all(dir);
-    int any_failed;
-    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();
-    return any_failed == 0 ? 0 : 1;
+    return 0;
 }
