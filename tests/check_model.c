@@ -3,6 +3,10 @@
  *   golden:    logits and greedy tokens against tests/data/golden (llama.cpp)
  *   invariance: one batch vs micro-batches of 1, 3 and 8 -> bitwise equal
  *   synth:     baton-mkmodel's writer for every type loads and runs
+ *   odd:       partial rotary and matrix heights that leave part of a
+ *              16-row panel, every type that packs: cpu and exact against
+ *              ref through the whole forward pass, bitwise over micro-batches
+ *              and packing
  *   limits:    bad hyperparameters and shapes are refused with a status
  * Each runs once per instruction set this CPU has (tu_run_isas).
  */
@@ -273,6 +277,162 @@ START_TEST(test_synth_named_shapes)
 }
 END_TEST
 
+/* ---- shapes the golden model lacks: partial rotary, odd matrix heights ---- */
+
+/* Synthetic shapes whose every packed matrix height (n_out) leaves a part
+ * of a 16-row panel, as far as the type's blocks allow, and whose rope
+ * turns only n_rot of the head's dims (llama.rope.dimension_count <
+ * head dim: the rest pass through, as llama.cpp's NORM rope). */
+typedef struct odd_shape {
+    const char *what;
+    int n_embd, n_head, n_head_kv, n_ff, n_rot;
+} odd_shape_t;
+
+/* f32, f16, bf16 (any row length): every height odd: q, o, down 72 rows,
+ * k, v 36, gate, up 40, head 259; head dim 18, 8 dims rotate. */
+static const odd_shape_t odd_float = {"float", 72, 4, 2, 40, 8};
+/* 32-element blocks (q4_0, q4_1, q8_0): n_embd a multiple of 32, so q, o
+ * and down are whole panels; k, v 24 rows, gate, up 40, head 259 (down's
+ * rows of 40 fit no block: it falls back to f32, as llama.cpp's would). */
+static const odd_shape_t odd_q32 = {"32-blocks", 96, 4, 1, 40, 16};
+/* 256-element K-quant blocks (q4_k, q6_k): n_embd 256; k, v 8 rows, gate,
+ * up 40, head 259; head dim 8, 4 dims rotate. */
+static const odd_shape_t odd_k = {"k-quants", 256, 32, 1, 40, 4};
+
+enum { ODD_VOCAB = 259, ODD_N = 21, ODD_GEN = 3 };
+
+static const char *write_odd(const odd_shape_t *o, uint32_t type, int n_rot)
+{
+    static char path[700];
+    snprintf(path, sizeof path, "%s/odd.gguf", tmpdir);
+    bt_synth_shape_t s;
+    ck_assert_int_eq(bt_synth_shape("tiny", &s), BT_OK);
+    s.n_layer = 2;
+    s.n_vocab = ODD_VOCAB;
+    s.n_embd = o->n_embd;
+    s.n_head = o->n_head;
+    s.n_head_kv = o->n_head_kv;
+    s.n_ff = o->n_ff;
+    s.n_rot = n_rot;
+    ck_assert_int_eq(bt_synth_write(path, &s, type, 7), BT_OK);
+    return path;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n, double *max_abs)
+{
+    double d = 0;
+    *max_abs = 0;
+    for (size_t i = 0; i < n; i++) {
+        CHECK_MSG(isfinite(a[i]) && isfinite(b[i]), "logit %zu not finite", i);
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        *max_abs = fmax(*max_abs, fabs((double)b[i]));
+    }
+    return d;
+}
+
+/* The whole forward pass of the model: bt_ops_exact within rounding of the
+ * scalar bt_ops_ref (1e-5 of the largest logit; sums differ in order
+ * only); bt_ops_cpu too where it multiplies this type exactly, else within
+ * 3e-2 (its 8-bit activations, as llama.cpp's; 1.1e-2 measured); bt_ops_cpu
+ * bitwise the same in micro-batches of 1, 3 and 8, and with packed weights. */
+static void odd_check(const odd_shape_t *o, uint32_t type)
+{
+    const double cpu_tol = bt_ops_cpu_is_exact(type, o->n_embd) ? 1e-5 : 3e-2;
+    bt_model_t *m;
+    ck_assert_int_eq(bt_model_load(write_odd(o, type, o->n_rot), 0, -1, true, true, &m), BT_OK);
+    ck_assert_int_eq(m->hp.n_rot, o->n_rot);
+    ck_assert_int_lt(m->hp.n_rot, m->hp.head_dim);
+    const int n = ODD_N, n_gen = ODD_GEN;
+    int32_t tokens[ODD_N], ids_ref[ODD_GEN + 1], ids_whole[ODD_GEN + 1], ids[ODD_GEN + 1];
+    for (int i = 0; i < n; i++)
+        tokens[i] = (i * 37 + 11) % ODD_VOCAB;
+    const size_t count = (size_t)(n + n_gen) * ODD_VOCAB, bytes = count * sizeof(float);
+    float *ref = malloc(bytes), *whole = malloc(bytes), *rows = malloc(bytes);
+    run_model(m, &bt_ops_ref, tokens, n, n, n_gen, 1, ref, ids_ref);
+    double max_abs;
+    run_model(m, &bt_ops_exact, tokens, n, n, n_gen, 2, rows, ids);
+    double d = max_abs_diff(rows, ref, count, &max_abs);
+    ck_assert_msg(d <= 1e-5 * fmax(max_abs, 1.0),
+                  "%s, type %u: exact vs ref: max diff %g (max |logit| %g)", o->what, type, d,
+                  max_abs);
+    run_model(m, &bt_ops_cpu, tokens, n, n, n_gen, 2, whole, ids_whole);
+    d = max_abs_diff(whole, ref, count, &max_abs);
+    fprintf(stderr, "odd %s type %u: cpu vs ref max diff %.3g (max |logit| %.3g)\n", o->what,
+            type, d, max_abs);
+    ck_assert_msg(d <= cpu_tol * fmax(max_abs, 1.0),
+                  "%s, type %u: cpu vs ref: max diff %g (max |logit| %g, tolerance %g of it)",
+                  o->what, type, d, max_abs, cpu_tol);
+    static const int ubs[] = {1, 3, 8};
+    for (size_t i = 0; i < sizeof ubs / sizeof ubs[0]; i++) {
+        memset(rows, 0, bytes);
+        run_model(m, &bt_ops_cpu, tokens, n, ubs[i], n_gen, 1, rows, ids);
+        ck_assert_msg(memcmp(whole, rows, bytes) == 0,
+                      "%s, type %u: cpu logits in micro-batches of %d differ from one batch",
+                      o->what, type, ubs[i]);
+    }
+    ck_assert_int_eq(bt_model_pack(m), BT_OK);
+    ck_assert_msg(m->packed_bytes > 0 || bt_isa_active() == BT_ISA_SSE2, /* it packs nothing */
+                  "%s, type %u: nothing packed", o->what, type);
+    for (int ub = 3; m->packed_bytes > 0 && ub <= n; ub += n - 3) {
+        memset(rows, 0, bytes);
+        run_model(m, &bt_ops_cpu, tokens, n, ub, n_gen, 2, rows, ids);
+        ck_assert_msg(memcmp(whole, rows, bytes) == 0,
+                      "%s, type %u: packed weights (micro-batch %d) differ from unpacked", o->what,
+                      type, ub);
+    }
+    bt_model_free(m);
+    free(ref);
+    free(whole);
+    free(rows);
+}
+
+START_TEST(test_odd_f32) { odd_check(&odd_float, BT_TYPE_F32); }
+END_TEST
+START_TEST(test_odd_f16) { odd_check(&odd_float, BT_TYPE_F16); }
+END_TEST
+START_TEST(test_odd_bf16) { odd_check(&odd_float, BT_TYPE_BF16); }
+END_TEST
+START_TEST(test_odd_q4_0) { odd_check(&odd_q32, BT_TYPE_Q4_0); }
+END_TEST
+START_TEST(test_odd_q4_1) { odd_check(&odd_q32, BT_TYPE_Q4_1); }
+END_TEST
+START_TEST(test_odd_q8_0) { odd_check(&odd_q32, BT_TYPE_Q8_0); }
+END_TEST
+START_TEST(test_odd_q4_k) { odd_check(&odd_k, BT_TYPE_Q4_K); }
+END_TEST
+START_TEST(test_odd_q6_k) { odd_check(&odd_k, BT_TYPE_Q6_K); }
+END_TEST
+
+/* llama.rope.dimension_count is honored: the same weights with every dim
+ * rotating give other logits (the partial model's agreement with the
+ * scalar reference is odd_check's). */
+START_TEST(test_odd_rope_dims)
+{
+    const odd_shape_t *o = &odd_float;
+    const size_t count = (size_t)(ODD_N + ODD_GEN) * ODD_VOCAB;
+    float *rows[2];
+    int32_t tokens[ODD_N], ids[ODD_GEN + 1];
+    for (int i = 0; i < ODD_N; i++)
+        tokens[i] = (i * 37 + 11) % ODD_VOCAB;
+    for (int full = 0; full <= 1; full++) {
+        bt_model_t *m;
+        ck_assert_int_eq(bt_model_load(write_odd(o, BT_TYPE_F32, full ? 0 : o->n_rot), 0, -1,
+                                       true, true, &m),
+                         BT_OK);
+        ck_assert_int_eq(m->hp.n_rot, full ? m->hp.head_dim : o->n_rot);
+        rows[full] = malloc(count * sizeof(float));
+        run_model(m, &bt_ops_cpu, tokens, ODD_N, ODD_N, ODD_GEN, 1, rows[full], ids);
+        bt_model_free(m);
+    }
+    /* position 0 rotates nothing: the first row is the same either way */
+    ck_assert_mem_eq(rows[0], rows[1], ODD_VOCAB * sizeof(float));
+    ck_assert_msg(memcmp(rows[0], rows[1], count * sizeof(float)) != 0,
+                  "n_rot %d and full rope give the same logits", o->n_rot);
+    free(rows[0]);
+    free(rows[1]);
+}
+END_TEST
+
 /* ---- limits: models the loader must refuse ---- */
 
 /* Writes a tiny model with one metadata value replaced. */
@@ -394,6 +554,18 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_synth_deterministic);
     tcase_add_test(tc, test_synth_tied_and_range);
     tcase_add_test(tc, test_synth_named_shapes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("odd");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_odd_f32);
+    tcase_add_test(tc, test_odd_f16);
+    tcase_add_test(tc, test_odd_bf16);
+    tcase_add_test(tc, test_odd_q4_0);
+    tcase_add_test(tc, test_odd_q4_1);
+    tcase_add_test(tc, test_odd_q8_0);
+    tcase_add_test(tc, test_odd_q4_k);
+    tcase_add_test(tc, test_odd_q6_k);
+    tcase_add_test(tc, test_odd_rope_dims);
     suite_add_tcase(s, tc);
     tc = tcase_create("limits");
     tcase_add_test(tc, test_limits_hparams);
