@@ -391,21 +391,18 @@ static void odd_check(const odd_shape_t *o, uint32_t type)
     free(rows);
 }
 
-START_TEST(test_odd_f32) { odd_check(&odd_float, BT_TYPE_F32); }
-END_TEST
-START_TEST(test_odd_f16) { odd_check(&odd_float, BT_TYPE_F16); }
-END_TEST
-START_TEST(test_odd_bf16) { odd_check(&odd_float, BT_TYPE_BF16); }
-END_TEST
-START_TEST(test_odd_q4_0) { odd_check(&odd_q32, BT_TYPE_Q4_0); }
-END_TEST
-START_TEST(test_odd_q4_1) { odd_check(&odd_q32, BT_TYPE_Q4_1); }
-END_TEST
-START_TEST(test_odd_q8_0) { odd_check(&odd_q32, BT_TYPE_Q8_0); }
-END_TEST
-START_TEST(test_odd_q4_k) { odd_check(&odd_k, BT_TYPE_Q4_K); }
-END_TEST
-START_TEST(test_odd_q6_k) { odd_check(&odd_k, BT_TYPE_Q6_K); }
+/* Every type bt_ops_cpu packs, on a shape its blocks allow. */
+static const struct {
+    const odd_shape_t *shape;
+    uint32_t type;
+} odd_cases[] = {
+    {&odd_float, BT_TYPE_F32}, {&odd_float, BT_TYPE_F16}, {&odd_float, BT_TYPE_BF16},
+    {&odd_q32, BT_TYPE_Q4_0},  {&odd_q32, BT_TYPE_Q4_1},  {&odd_q32, BT_TYPE_Q8_0},
+    {&odd_k, BT_TYPE_Q4_K},    {&odd_k, BT_TYPE_Q6_K},
+};
+enum { N_ODD_CASES = sizeof odd_cases / sizeof odd_cases[0] };
+
+START_TEST(test_odd_types) { odd_check(odd_cases[_i].shape, odd_cases[_i].type); }
 END_TEST
 
 /* ---- an independent forward pass in double, for partial rotary ---- */
@@ -689,14 +686,7 @@ static Suite *model_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("odd");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_odd_f32);
-    tcase_add_test(tc, test_odd_f16);
-    tcase_add_test(tc, test_odd_bf16);
-    tcase_add_test(tc, test_odd_q4_0);
-    tcase_add_test(tc, test_odd_q4_1);
-    tcase_add_test(tc, test_odd_q8_0);
-    tcase_add_test(tc, test_odd_q4_k);
-    tcase_add_test(tc, test_odd_q6_k);
+    tcase_add_loop_test(tc, test_odd_types, 0, N_ODD_CASES);
     tcase_add_test(tc, test_odd_rope_dims);
     suite_add_tcase(s, tc);
     tc = tcase_create("limits");
