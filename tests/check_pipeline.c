@@ -4,8 +4,8 @@
  *   invariance: logits and greedy tokens bitwise equal to one process
  *               without MPI, for micro-batches 1, 3, 8 and the whole
  *               prompt, pipeline 0 and 1, balanced and uneven -ts splits
- *   rendezvous: the same on a wide model whose activation messages (8 and
- *               16 KiB) are far above Open MPI's shared-memory eager limit
+ *   rendezvous: the same on a wide model whose activation messages (6 to
+ *               16 KiB) are above Open MPI's shared-memory eager limit
  *               (4 KiB), so a send completes only when the receiver has
  *               taken it: a slot overwritten or received into before that
  *               shows up as wrong bits. The case where stage 0 runs furthest
@@ -201,9 +201,10 @@ START_TEST(test_invariance_rendezvous)
 }
 END_TEST
 
-/* The most timing-dependent case, repeated on one pipe: a race that shows
- * in one run of three goes unseen in all of them with odds (2/3)^12, under
- * 1 in 100. */
+/* The most timing-dependent case, repeated on one pipe: micro-batches of 3
+ * (10 messages of 6 KiB per prompt) with the heavy last stage. A race that
+ * shows in one run of three goes unseen in all 20 with odds (2/3)^20, about
+ * 1 in 3000. */
 enum { N_REPEAT = 20 };
 START_TEST(test_invariance_repeat)
 {
