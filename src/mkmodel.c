@@ -21,13 +21,14 @@ static void usage(FILE *f)
             "  --seed N          random seed (default 1)\n"
             "  -o, --output FILE where to write the GGUF\n"
             "  overrides: --n-vocab --n-embd --n-layer --n-head --n-head-kv --n-ff --n-ctx N,\n"
+            "             --n-rot N (rotated dims per head, even, <= head dim),\n"
             "             --rope-base F, --tied, --untied\n",
             bt_synth_shape_names(), bt_type_supported_names());
 }
 
 enum {
     OPT_SHAPE = 256, OPT_TYPE, OPT_SEED, OPT_VOCAB, OPT_EMBD, OPT_LAYER, OPT_HEAD, OPT_HEAD_KV,
-    OPT_FF, OPT_CTX, OPT_ROPE, OPT_TIED, OPT_UNTIED,
+    OPT_FF, OPT_CTX, OPT_ROPE, OPT_TIED, OPT_UNTIED, OPT_ROT,
 };
 
 static bt_status_t parse_float(const char *flag, const char *s, float *out)
@@ -53,6 +54,7 @@ int main(int argc, char **argv)
         {"n-ff", required_argument, 0, OPT_FF},       {"n-ctx", required_argument, 0, OPT_CTX},
         {"rope-base", required_argument, 0, OPT_ROPE}, {"tied", no_argument, 0, OPT_TIED},
         {"untied", no_argument, 0, OPT_UNTIED},       {"help", no_argument, 0, 'h'},
+        {"n-rot", required_argument, 0, OPT_ROT},
         {0, 0, 0, 0},
     };
     /* The shape comes first so overrides apply whatever the flag order. */
@@ -92,6 +94,7 @@ int main(int argc, char **argv)
         case OPT_HEAD_KV: st = bt_parse_int("--n-head-kv", optarg, 1, 4096, &s.n_head_kv); break;
         case OPT_FF: st = bt_parse_int("--n-ff", optarg, 1, 1 << 22, &s.n_ff); break;
         case OPT_CTX: st = bt_parse_int("--n-ctx", optarg, 1, 1 << 24, &s.n_ctx_train); break;
+        case OPT_ROT: st = bt_parse_int("--n-rot", optarg, 2, 1 << 16, &s.n_rot); break;
         case OPT_ROPE: st = parse_float("--rope-base", optarg, &s.rope_base); break;
         case OPT_TIED: s.tied = true; break;
         case OPT_UNTIED: s.tied = false; break;

@@ -11,10 +11,10 @@
 #include "rng.h"
 
 static const bt_synth_shape_t shapes[] = {
-    /* name, vocab, embd, layers, heads, kv heads, ff, ctx, rope base, eps, tied */
-    {"tiny", 256, 64, 4, 4, 2, 160, 512, 10000.0f, 1e-5f, false},
-    {"smollm2-135m", 49152, 576, 30, 9, 3, 1536, 8192, 100000.0f, 1e-5f, true},
-    {"llama-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true},
+    /* name, vocab, embd, layers, heads, kv heads, ff, ctx, rope base, eps, tied, n_rot */
+    {"tiny", 256, 64, 4, 4, 2, 160, 512, 10000.0f, 1e-5f, false, 0},
+    {"smollm2-135m", 49152, 576, 30, 9, 3, 1536, 8192, 100000.0f, 1e-5f, true, 0},
+    {"llama-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0},
 };
 
 bt_status_t bt_synth_shape(const char *name, bt_synth_shape_t *out)
@@ -83,6 +83,12 @@ static bt_status_t check_shape(const bt_synth_shape_t *s)
         bt_log_error("mkmodel: n_embd %d, n_head %d, n_head_kv %d: heads must divide n_embd, kv "
                      "heads must divide heads, and the head dim must be even",
                      s->n_embd, s->n_head, s->n_head_kv);
+        return BT_ERR_ARG;
+    }
+    const int head_dim = s->n_embd / s->n_head;
+    if (s->n_rot < 0 || s->n_rot > head_dim || s->n_rot % 2 != 0) {
+        bt_log_error("mkmodel: n_rot %d must be even and at most the head dim %d (0: all of it)",
+                     s->n_rot, head_dim);
         return BT_ERR_ARG;
     }
     return BT_OK;
@@ -174,7 +180,8 @@ static bt_status_t write_metadata(bt_gguf_writer_t *w, const bt_synth_shape_t *s
         (st = bt_gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)s->n_head)) ||
         (st = bt_gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)s->n_head_kv)) ||
         (st = bt_gguf_writer_set_u32(w, "llama.rope.dimension_count",
-                                     (uint32_t)(s->n_embd / s->n_head))) ||
+                                     (uint32_t)(s->n_rot > 0 ? s->n_rot
+                                                             : s->n_embd / s->n_head))) ||
         (st = bt_gguf_writer_set_f32(w, "llama.rope.freq_base", s->rope_base)) ||
         (st = bt_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", s->rms_eps)) ||
         (st = bt_gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)s->n_vocab)) ||

@@ -22,6 +22,7 @@ typedef struct bt_synth_shape {
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx_train;
     float rope_base, rms_eps;
     bool tied; /* no output.weight: the head reuses token_embd */
+    int n_rot; /* llama.rope.dimension_count: rotated dims per head; 0: the head dim */
 } bt_synth_shape_t;
 
 /* Copies the named shape ("tiny", "smollm2-135m", "llama-1b") into *out;

@@ -312,11 +312,14 @@ fails 0 "^error: --kernel-bw-mib: 'x' is not an integer" "$bb" --kernels --kerne
 fails 0 "^error: --delay: 'x' is not a number of seconds" "$bb" -m "$m" --delay x
 fails 0 "^error: --kernel-time: 'x' is not a number of seconds" "$bb" --kernels --kernel-time x
 fails 0 "^error: -ts: 'x': item 1 is not a number" "$bb" -m "$m" -ts x
-for f in --n-vocab --n-embd --n-layer --n-head --n-head-kv --n-ff --n-ctx; do
+for f in --n-vocab --n-embd --n-layer --n-head --n-head-kv --n-ff --n-ctx --n-rot; do
     fails 0 "^error: $f: 'x' is not an integer" "$mk" "$f" x -o "$tmp/x.gguf"
 done
 fails 0 "^error: --seed: 'x' is not a 64-bit non-negative integer" "$mk" --seed x -o "$tmp/x.gguf"
 fails 0 "^error: --rope-base: 'x' is not a positive number" "$mk" --rope-base x -o "$tmp/x.gguf"
+fails 0 "^error: mkmodel: n_rot 6 must be even and at most the head dim 4 " \
+    "$mk" --n-embd 16 --n-head 4 --n-rot 6 -o "$tmp/x.gguf"
+fails 0 "^error: mkmodel: n_rot 3 must be even" "$mk" --n-rot 3 -o "$tmp/x.gguf"
 
 echo
 echo "Bad input table ($n invocations; \$TMP is a fresh temporary folder):"

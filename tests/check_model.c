@@ -3,6 +3,10 @@
  *   golden:    logits and greedy tokens against tests/data/golden (llama.cpp)
  *   invariance: one batch vs micro-batches of 1, 3 and 8 -> bitwise equal
  *   synth:     baton-mkmodel's writer for every type loads and runs
+ *   odd:       partial rotary and matrix heights that leave part of a
+ *              16-row panel, every type that packs: cpu and exact against
+ *              ref through the whole forward pass, bitwise over micro-batches
+ *              and packing
  *   limits:    bad hyperparameters and shapes are refused with a status
  * Each runs once per instruction set this CPU has (tu_run_isas).
  */
@@ -273,6 +277,291 @@ START_TEST(test_synth_named_shapes)
 }
 END_TEST
 
+/* ---- shapes the golden model lacks: partial rotary, odd matrix heights ---- */
+
+/* Synthetic shapes whose every packed matrix height (n_out) leaves a part
+ * of a 16-row panel, as far as the type's blocks allow, and whose rope
+ * turns only n_rot of the head's dims (llama.rope.dimension_count <
+ * head dim: the rest pass through, as llama.cpp's NORM rope). */
+typedef struct odd_shape {
+    const char *what;
+    int n_embd, n_head, n_head_kv, n_ff, n_rot;
+} odd_shape_t;
+
+/* f32, f16, bf16 (any row length): every height odd: q, o, down 72 rows,
+ * k, v 36, gate, up 40, head 259; head dim 18, 8 dims rotate. */
+static const odd_shape_t odd_float = {"float", 72, 4, 2, 40, 8};
+/* 32-element blocks (q4_0, q4_1, q8_0): n_embd a multiple of 64 (rows the
+ * 8-bit path takes), so q, o and down are whole panels; k, v 24 rows, gate,
+ * up 40, head 259 (down's rows of 40 fit no block: it falls back to f32, as
+ * llama.cpp's would); head dim 24, 16 dims rotate. */
+static const odd_shape_t odd_q32 = {"32-blocks", 192, 8, 1, 40, 16};
+/* 256-element K-quant blocks (q4_k, q6_k): n_embd 256; k, v 8 rows, gate,
+ * up 40, head 259; head dim 8, 4 dims rotate. */
+static const odd_shape_t odd_k = {"k-quants", 256, 32, 1, 40, 4};
+
+enum { ODD_VOCAB = 259, ODD_N = 21, ODD_GEN = 3 };
+
+static const char *write_odd(const odd_shape_t *o, uint32_t type, int n_rot)
+{
+    static char path[700];
+    snprintf(path, sizeof path, "%s/odd.gguf", tmpdir);
+    bt_synth_shape_t s;
+    ck_assert_int_eq(bt_synth_shape("tiny", &s), BT_OK);
+    s.n_layer = 2;
+    s.n_vocab = ODD_VOCAB;
+    s.n_embd = o->n_embd;
+    s.n_head = o->n_head;
+    s.n_head_kv = o->n_head_kv;
+    s.n_ff = o->n_ff;
+    s.n_rot = n_rot;
+    ck_assert_int_eq(bt_synth_write(path, &s, type, 7), BT_OK);
+    return path;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n, double *max_abs)
+{
+    double d = 0;
+    *max_abs = 0;
+    for (size_t i = 0; i < n; i++) {
+        CHECK_MSG(isfinite(a[i]) && isfinite(b[i]), "logit %zu not finite", i);
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        *max_abs = fmax(*max_abs, fabs((double)b[i]));
+    }
+    return d;
+}
+
+/* The whole forward pass of the model: bt_ops_exact within rounding of the
+ * scalar bt_ops_ref (1e-5 of the largest logit; sums differ in order
+ * only); bt_ops_cpu too where it multiplies this type exactly, else within
+ * 3e-2 (its 8-bit activations, as llama.cpp's; up to 1.4e-2 measured); bt_ops_cpu
+ * bitwise the same in micro-batches of 1, 3 and 8, and with packed weights. */
+static void odd_check(const odd_shape_t *o, uint32_t type)
+{
+    const double cpu_tol = bt_ops_cpu_is_exact(type, o->n_embd) ? 1e-5 : 3e-2;
+    bt_model_t *m;
+    ck_assert_int_eq(bt_model_load(write_odd(o, type, o->n_rot), 0, -1, true, true, &m), BT_OK);
+    ck_assert_int_eq(m->hp.n_rot, o->n_rot);
+    ck_assert_int_lt(m->hp.n_rot, m->hp.head_dim);
+    const int n = ODD_N, n_gen = ODD_GEN;
+    int32_t tokens[ODD_N], ids_ref[ODD_GEN + 1], ids_whole[ODD_GEN + 1], ids[ODD_GEN + 1];
+    for (int i = 0; i < n; i++)
+        tokens[i] = (i * 37 + 11) % ODD_VOCAB;
+    const size_t count = (size_t)(n + n_gen) * ODD_VOCAB, bytes = count * sizeof(float);
+    float *ref = malloc(bytes), *whole = malloc(bytes), *rows = malloc(bytes);
+    run_model(m, &bt_ops_ref, tokens, n, n, n_gen, 1, ref, ids_ref);
+    double max_abs;
+    run_model(m, &bt_ops_exact, tokens, n, n, n_gen, 2, rows, ids);
+    double d = max_abs_diff(rows, ref, count, &max_abs);
+    ck_assert_msg(d <= 1e-5 * fmax(max_abs, 1.0),
+                  "%s, type %u: exact vs ref: max diff %g (max |logit| %g)", o->what, type, d,
+                  max_abs);
+    run_model(m, &bt_ops_cpu, tokens, n, n, n_gen, 2, whole, ids_whole);
+    d = max_abs_diff(whole, ref, count, &max_abs);
+    fprintf(stderr, "odd %s type %u: cpu vs ref max diff %.3g (max |logit| %.3g)\n", o->what,
+            type, d, max_abs);
+    ck_assert_msg(d <= cpu_tol * fmax(max_abs, 1.0),
+                  "%s, type %u: cpu vs ref: max diff %g (max |logit| %g, tolerance %g of it)",
+                  o->what, type, d, max_abs, cpu_tol);
+    static const int ubs[] = {1, 3, 8};
+    for (size_t i = 0; i < sizeof ubs / sizeof ubs[0]; i++) {
+        memset(rows, 0, bytes);
+        run_model(m, &bt_ops_cpu, tokens, n, ubs[i], n_gen, 1, rows, ids);
+        ck_assert_msg(memcmp(whole, rows, bytes) == 0,
+                      "%s, type %u: cpu logits in micro-batches of %d differ from one batch",
+                      o->what, type, ubs[i]);
+    }
+    ck_assert_int_eq(bt_model_pack(m), BT_OK);
+    /* k's rows (a partial panel) are packed, in the type, except in the
+     * sse2 build, which packs nothing */
+    ck_assert_uint_eq(m->layers[0].wk.type, type);
+    ck_assert_msg(m->layers[0].wk.packed != NULL || bt_isa_active() == BT_ISA_SSE2,
+                  "%s, type %u: attn_k (%lld rows) not packed", o->what, type,
+                  (long long)m->layers[0].wk.n_out);
+    for (int ub = 3; m->packed_bytes > 0 && ub <= n; ub += n - 3) {
+        memset(rows, 0, bytes);
+        run_model(m, &bt_ops_cpu, tokens, n, ub, n_gen, 2, rows, ids);
+        ck_assert_msg(memcmp(whole, rows, bytes) == 0,
+                      "%s, type %u: packed weights (micro-batch %d) differ from unpacked", o->what,
+                      type, ub);
+    }
+    bt_model_free(m);
+    free(ref);
+    free(whole);
+    free(rows);
+}
+
+/* Every type bt_ops_cpu packs, on a shape its blocks allow. */
+static const struct {
+    const odd_shape_t *shape;
+    uint32_t type;
+} odd_cases[] = {
+    {&odd_float, BT_TYPE_F32}, {&odd_float, BT_TYPE_F16}, {&odd_float, BT_TYPE_BF16},
+    {&odd_q32, BT_TYPE_Q4_0},  {&odd_q32, BT_TYPE_Q4_1},  {&odd_q32, BT_TYPE_Q8_0},
+    {&odd_k, BT_TYPE_Q4_K},    {&odd_k, BT_TYPE_Q6_K},
+};
+enum { N_ODD_CASES = sizeof odd_cases / sizeof odd_cases[0] };
+
+START_TEST(test_odd_types) { odd_check(odd_cases[_i].shape, odd_cases[_i].type); }
+END_TEST
+
+/* ---- an independent forward pass in double, for partial rotary ---- */
+
+/* out[n_out] = W x in double, W's rows decoded by the type's own to_float. */
+static void matvec_f64(double *out, const bt_matrix_t *w, const double *x, float *row)
+{
+    const bt_type_info_t *ti = bt_type_info(w->type);
+    for (int64_t o = 0; o < w->n_out; o++) {
+        ti->to_float(row, (const uint8_t *)w->data + o * w->row_bytes, w->n_in);
+        double acc = 0;
+        for (int64_t k = 0; k < w->n_in; k++)
+            acc += (double)row[k] * x[k];
+        out[o] = acc;
+    }
+}
+
+static void rmsnorm_f64(double *out, const double *x, const float *w, int n, double eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    const double scale = 1.0 / sqrt(ss / n + eps);
+    for (int i = 0; i < n; i++)
+        out[i] = x[i] * scale * w[i];
+}
+
+/* llama.cpp's NORM rope on one head: pairs (2i, 2i+1) of the first n_rot
+ * dims turn by pos * base^(-2i/n_rot); dims n_rot.. pass through. */
+static void rope_f64(double *h, int n_rot, int pos, double base)
+{
+    for (int i = 0; i < n_rot / 2; i++) {
+        const double theta = pos * pow(base, -2.0 * i / n_rot);
+        const double a = h[2 * i], b = h[2 * i + 1];
+        h[2 * i] = a * cos(theta) - b * sin(theta);
+        h[2 * i + 1] = a * sin(theta) + b * cos(theta);
+    }
+}
+
+/* The prompt's logits [n, n_vocab] by the llama formulas in double, one
+ * token at a time, sharing nothing with forward.c or the kernels but the
+ * weights' decoders. */
+static void forward_f64(const bt_model_t *m, const int32_t *tokens, int n, double *logits)
+{
+    const bt_hparams_t *hp = &m->hp;
+    const int e = hp->n_embd, hd = hp->head_dim, nh = hp->n_head, nkv = hp->n_head_kv;
+    const int q_dim = nh * hd, kv_dim = nkv * hd, ff = hp->n_ff;
+    const int wide = e > ff ? (e > q_dim ? e : q_dim) : (ff > q_dim ? ff : q_dim);
+    float *row = xmalloc((size_t)(wide > hp->n_vocab ? wide : hp->n_vocab) * sizeof(float));
+    double *x = xmalloc((size_t)n * e * sizeof(double)), *xn = xmalloc((size_t)e * sizeof(double));
+    double *q = xmalloc((size_t)q_dim * sizeof(double)), *att = xmalloc((size_t)q_dim * sizeof(double));
+    double *k = xmalloc((size_t)n * kv_dim * sizeof(double));
+    double *v = xmalloc((size_t)n * kv_dim * sizeof(double));
+    double *g = xmalloc((size_t)ff * sizeof(double)), *u = xmalloc((size_t)ff * sizeof(double));
+    double *o = xmalloc((size_t)e * sizeof(double)), *sc = xmalloc((size_t)n * sizeof(double));
+    const bt_type_info_t *te = bt_type_info(m->tok_embd.type);
+    for (int t = 0; t < n; t++) {
+        te->to_float(row, (const uint8_t *)m->tok_embd.data + tokens[t] * m->tok_embd.row_bytes, e);
+        for (int i = 0; i < e; i++)
+            x[(size_t)t * e + i] = row[i];
+    }
+    for (int il = 0; il < hp->n_layer; il++) {
+        const bt_layer_t *l = &m->layers[il];
+        for (int t = 0; t < n; t++) { /* k, v of every position first */
+            rmsnorm_f64(xn, x + (size_t)t * e, l->attn_norm, e, hp->rms_eps);
+            matvec_f64(k + (size_t)t * kv_dim, &l->wk, xn, row);
+            matvec_f64(v + (size_t)t * kv_dim, &l->wv, xn, row);
+            for (int h = 0; h < nkv; h++)
+                rope_f64(k + (size_t)t * kv_dim + h * hd, hp->n_rot, t, hp->rope_base);
+        }
+        for (int t = 0; t < n; t++) {
+            double *xt = x + (size_t)t * e;
+            rmsnorm_f64(xn, xt, l->attn_norm, e, hp->rms_eps);
+            matvec_f64(q, &l->wq, xn, row);
+            for (int h = 0; h < nh; h++) {
+                double *qh = q + h * hd, mx = -INFINITY, sum = 0;
+                const int kh = h / (nh / nkv);
+                rope_f64(qh, hp->n_rot, t, hp->rope_base);
+                for (int j = 0; j <= t; j++) {
+                    double d = 0;
+                    for (int i = 0; i < hd; i++)
+                        d += qh[i] * k[(size_t)j * kv_dim + kh * hd + i];
+                    sc[j] = d / sqrt((double)hd);
+                    mx = fmax(mx, sc[j]);
+                }
+                for (int j = 0; j <= t; j++)
+                    sum += sc[j] = exp(sc[j] - mx);
+                for (int i = 0; i < hd; i++) {
+                    double a = 0;
+                    for (int j = 0; j <= t; j++)
+                        a += sc[j] * v[(size_t)j * kv_dim + kh * hd + i];
+                    att[h * hd + i] = a / sum;
+                }
+            }
+            matvec_f64(o, &l->wo, att, row);
+            for (int i = 0; i < e; i++)
+                xt[i] += o[i];
+            rmsnorm_f64(xn, xt, l->ffn_norm, e, hp->rms_eps);
+            matvec_f64(g, &l->w_gate, xn, row);
+            matvec_f64(u, &l->w_up, xn, row);
+            for (int i = 0; i < ff; i++)
+                g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+            matvec_f64(o, &l->w_down, g, row);
+            for (int i = 0; i < e; i++)
+                xt[i] += o[i];
+        }
+    }
+    for (int t = 0; t < n; t++) {
+        rmsnorm_f64(xn, x + (size_t)t * e, m->out_norm, e, hp->rms_eps);
+        matvec_f64(logits + (size_t)t * hp->n_vocab, &m->output, xn, row);
+    }
+    free(row), free(x), free(xn), free(q), free(att), free(k), free(v);
+    free(g), free(u), free(o), free(sc);
+}
+
+/* Partial rotary against the double implementation above (as llama.cpp's
+ * NORM rope: the dims past n_rot pass through), within 1e-4 of the
+ * largest logit; and llama.rope.dimension_count is honored: the same
+ * weights with every dim turning give other logits. */
+START_TEST(test_odd_rope_dims)
+{
+    const odd_shape_t *o = &odd_float;
+    const size_t count = (size_t)(ODD_N + ODD_GEN) * ODD_VOCAB;
+    float *rows[2];
+    int32_t tokens[ODD_N], ids[ODD_GEN + 1];
+    for (int i = 0; i < ODD_N; i++)
+        tokens[i] = (i * 37 + 11) % ODD_VOCAB;
+    for (int full = 0; full <= 1; full++) {
+        bt_model_t *m;
+        ck_assert_int_eq(bt_model_load(write_odd(o, BT_TYPE_F32, full ? 0 : o->n_rot), 0, -1,
+                                       true, true, &m),
+                         BT_OK);
+        ck_assert_int_eq(m->hp.n_rot, full ? m->hp.head_dim : o->n_rot);
+        rows[full] = malloc(count * sizeof(float));
+        run_model(m, &bt_ops_cpu, tokens, ODD_N, ODD_N, ODD_GEN, 1, rows[full], ids);
+        double *want = xmalloc((size_t)ODD_N * ODD_VOCAB * sizeof(double));
+        forward_f64(m, tokens, ODD_N, want);
+        double d = 0, max_abs = 0;
+        for (size_t i = 0; i < (size_t)ODD_N * ODD_VOCAB; i++) {
+            d = fmax(d, fabs(rows[full][i] - want[i]));
+            max_abs = fmax(max_abs, fabs(want[i]));
+        }
+        fprintf(stderr, "rope dims %d of %d: max diff %.3g against float64 (max |logit| %.3g)\n",
+                m->hp.n_rot, m->hp.head_dim, d, max_abs);
+        ck_assert_msg(d <= 1e-4 * fmax(max_abs, 1.0),
+                      "rope dims %d of %d: logits differ from the float64 forward by %g "
+                      "(max |logit| %g)", m->hp.n_rot, m->hp.head_dim, d, max_abs);
+        free(want);
+        bt_model_free(m);
+    }
+    /* position 0 turns nothing: the first row is the same either way */
+    ck_assert_mem_eq(rows[0], rows[1], ODD_VOCAB * sizeof(float));
+    ck_assert_msg(memcmp(rows[0], rows[1], count * sizeof(float)) != 0,
+                  "n_rot %d and full rope give the same logits", o->n_rot);
+    free(rows[0]);
+    free(rows[1]);
+}
+END_TEST
+
 /* ---- limits: models the loader must refuse ---- */
 
 /* Writes a tiny model with one metadata value replaced. */
@@ -394,6 +683,11 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_synth_deterministic);
     tcase_add_test(tc, test_synth_tied_and_range);
     tcase_add_test(tc, test_synth_named_shapes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("odd");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_odd_types, 0, N_ODD_CASES);
+    tcase_add_test(tc, test_odd_rope_dims);
     suite_add_tcase(s, tc);
     tc = tcase_create("limits");
     tcase_add_test(tc, test_limits_hparams);
