@@ -120,6 +120,9 @@ static bt_status_t check_node_memory(const bt_pipe_t *p, const bt_pipe_config_t 
     else
         snprintf(what, sizeof what, "the KV cache and buffers%s (%d positions, micro-batch %d)",
                  cfg->no_mmap ? " and weights" : "", n_ctx, cfg->max_tok);
+    /* -v: the figures compared, so a test can size a context to the node */
+    bt_log_debug("memory: %s need %.1f MiB of %.1f MiB available", what,
+                 (double)node_need / 1048576.0, (double)bt_mem_available() / 1048576.0);
     return bt_mem_check(what, node_need);
 }
 
