@@ -58,6 +58,14 @@ END_TEST
 
 #define EV(kind, t0, t1) ((bt_event_t){(t0), (t1), (kind), 0})
 
+/* s holds exactly these seconds (every expected value is exact in binary) */
+static void expect_stats(const bt_trace_stats_t *s, double span, double busy, double wait)
+{
+    ck_assert_msg(s->span == span && s->busy == busy && s->wait == wait,
+                  "span %g busy %g wait %g, want %g %g %g", s->span, s->busy, s->wait, span, busy,
+                  wait);
+}
+
 START_TEST(test_trace_two_stages)
 {
     /* rank 0: computes 0-2 and 2-4, waits for the token 4-5;
@@ -73,12 +81,8 @@ START_TEST(test_trace_two_stages)
     double span = -1, bubble = -1;
     ck_assert_int_eq(bt_trace_summary(ev, counts, 2, st, &span, &bubble), BT_OK);
     ck_assert_double_eq(span, 6);
-    ck_assert_double_eq(st[0].span, 5);
-    ck_assert_double_eq(st[0].busy, 4);
-    ck_assert_double_eq(st[0].wait, 1);
-    ck_assert_double_eq(st[1].span, 6);
-    ck_assert_double_eq(st[1].busy, 4);
-    ck_assert_double_eq(st[1].wait, 2);
+    expect_stats(&st[0], 5, 4, 1);
+    expect_stats(&st[1], 6, 4, 2);
     /* 1 - (4 + 4) / (2 * 6) */
     ck_assert_double_eq_tol(bubble, 1.0 / 3, 1e-15);
 }
@@ -96,9 +100,7 @@ START_TEST(test_trace_overlap)
     };
     bt_trace_stats_t s;
     ck_assert_int_eq(bt_trace_stats(ev, 6, &s), BT_OK);
-    ck_assert_double_eq(s.span, 9);
-    ck_assert_double_eq(s.busy, 5);
-    ck_assert_double_eq(s.wait, 2);
+    expect_stats(&s, 9, 5, 2);
 
     /* a compute event wholly inside another adds nothing; so does a wait
      * wholly inside a compute */
@@ -106,8 +108,7 @@ START_TEST(test_trace_overlap)
         EV(BT_EV_COMPUTE, 0, 10), EV(BT_EV_COMPUTE, 2, 3), EV(BT_EV_RECV_WAIT, 4, 5),
     };
     ck_assert_int_eq(bt_trace_stats(nested, 3, &s), BT_OK);
-    ck_assert_double_eq(s.busy, 10);
-    ck_assert_double_eq(s.wait, 0);
+    expect_stats(&s, 10, 10, 0);
 }
 END_TEST
 
@@ -123,10 +124,9 @@ START_TEST(test_trace_bubble_bounds)
     double span, bubble;
     ck_assert_int_eq(bt_trace_summary(ev, counts, 3, st, &span, &bubble), BT_OK);
     ck_assert_double_eq(span, 4);
-    ck_assert_double_eq(st[0].busy, 4);
-    ck_assert_double_eq(st[1].busy, 0);
-    ck_assert_double_eq(st[2].busy, 0);
-    ck_assert_double_eq(st[2].span, 0);
+    expect_stats(&st[0], 4, 4, 0);
+    expect_stats(&st[1], 0, 0, 0);
+    expect_stats(&st[2], 0, 0, 0);
     ck_assert_double_eq_tol(bubble, 2.0 / 3, 1e-15);
 
     /* every stage busy all the span: no bubble; nothing at all: 0 */
