@@ -189,7 +189,54 @@ if [ -n "$mem_kb" ] && [ "$mem_kb" -lt 400000000 ]; then # the runs below need ~
     fails 2 "needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
         "$bb" -m "$tmp/wide.gguf" -p 16000000 -n 0 -r 1
 else
-    echo "SKIP: MemAvailable ${mem_kb:-unknown} kB is too large to refuse a 16M-position context"
+    echo "SKIP: 16M-position context refused: MemAvailable ${mem_kb:-unknown} kB is too large to refuse it"
+fi
+# The node's sum, not one rank's need: a context that one rank alone fits
+# and two ranks on this node together do not. The layers split, so the KV
+# cache is shared out; 1024 threads' attention scratch (4 bytes a position
+# each) is not, so two ranks need about twice what one does, and each of
+# them less than one alone. -v reports the need that is compared; it is
+# affine in the context, so two small contexts give it for any context.
+# An id outside the vocabulary stops a run that passed the check before it
+# touches its (lazily mapped) buffers.
+mem_m="$tmp/mem.gguf"
+"$mk" --n-layer 2 --n-embd 32 --n-head 4 --n-head-kv 1 -o "$mem_m" >/dev/null 2>&1
+mem_args=(-m "$mem_m" --tokens 99999 -n 1 -t 1024 --kv-type f16)
+mem_need() { # NP CTX: "need MiB available MiB" from rank 0's -v line
+    timeout -k 5 60 "$launcher" -np "$1" --oversubscribe --bind-to none \
+        --mca mpi_yield_when_idle 1 "$b" "${mem_args[@]}" -c "$2" -v 2>&1 |
+        sed -n 's/^\(\[rank 0\] \)\{0,1\}debug: memory: .* need \([0-9.]*\) MiB of \([0-9.]*\) MiB available$/\2 \3/p'
+}
+mem_plan=$(printf '%s %s\n' "$(mem_need 1 100000)" "$(mem_need 1 1000000)" \
+    "$(mem_need 2 100000)" "$(mem_need 2 1000000)" | "$py" -c '
+import sys
+v = [float(x) for x in sys.stdin.read().split()]
+if len(v) != 8:
+    print("error", "-v gave no memory line:", v); sys.exit()
+(a1, avail, b1, _, a2, _, b2, _), c1, c2 = v, 1e5, 1e6
+s1, s2 = (b1 - a1) / (c2 - c1), (b2 - a2) / (c2 - c1)  # MiB per position
+ctx = int((0.7 * avail - (a1 - s1 * c1)) / s1)          # one rank: 70% of what is available
+two = a2 + s2 * (ctx - c1)
+if ctx > 1 << 24:
+    print("skip", f"MemAvailable {avail:.0f} MiB needs a context above 16M positions")
+elif two < 1.2 * avail:
+    print("error", f"2 ranks need {two:.0f} MiB at {ctx} positions, not 1.2 x {avail:.0f}")
+else:
+    print("ok", ctx, f"{two:.0f}", f"{avail:.0f}")')
+read -r mem_what mem_ctx mem_two mem_avail <<<"$mem_plan"
+if [ "$mem_what" = ok ]; then
+    timeout -k 5 60 "$b" "${mem_args[@]}" -c "$mem_ctx" >"$tmp/out" 2>"$tmp/err"
+    if grep -q "outside the vocabulary" "$tmp/err" && ! grep -q "MiB of memory" "$tmp/err"; then
+        ok "1 rank, $mem_ctx positions (70% of ${mem_avail} MiB): passes the memory check"
+    else
+        bad "1 rank, $mem_ctx positions (70% of ${mem_avail} MiB) refused"; cat "$tmp/err"
+    fi
+    fails 2 "of the 2 ranks on this node \($mem_ctx positions.* needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
+        "$b" "${mem_args[@]}" -c "$mem_ctx"
+elif [ "$mem_what" = skip ]; then
+    echo "SKIP: node memory sum of 2 ranks: ${mem_plan#skip }"
+else
+    bad "node memory sum: cannot size the context: $mem_plan"
 fi
 fails 0 "--ctx-size 4 is smaller than the prompt \(9\) plus -n \(1\)" "$b" -m "$m" \
     --tokens 1,2,3,4,5,6,7,8,9 -n 1 -c 4

@@ -1,12 +1,14 @@
 /*
  * check_results.c: reads a baton-bench HDF5 file back with the HDF5 API.
  * Run by tests/bench.sh:
- *   check_results FILE N_RUNS N_ROWS N_LAYER [BEFORE.h5]
+ *   check_results FILE N_RUNS N_ROWS N_LAYER BEFORE.h5|none
  * checks the layout attributes, the row counts, every row's fields against
- * its samples and stage times, the provenance of every run and its links
+ * its samples (mean and sample standard deviation) and its stage times
+ * (what each rank sends and receives, bounded by the repetitions' time), the provenance of every run and its links
  * (one /links row per link s -> s+1 naming the hosts of /runs), and, given
  * BEFORE.h5 (a copy taken before an append), that the rows it held are
- * unchanged byte for byte.
+ * unchanged byte for byte; "none" says the file has no earlier copy (a
+ * first write), so no call can skip the comparison by leaving it out.
  */
 #include <check.h>
 #include <hdf5.h>
@@ -196,30 +198,83 @@ START_TEST(test_rows)
         }
         ck_assert_int_eq(sum, n_layer);
         ck_assert_int_eq(parts, ranks);
-        /* averages are the mean of this row's samples */
-        double sum_ts = 0;
+        /* t/s per repetition; the averages and sample standard deviations
+         * are those of this row's samples */
+        double sum_ts = 0, sum_ns = 0, sq_ts = 0, sq_ns = 0;
         int count = 0;
-        for (hsize_t i = 0; i < ns; i++)
-            if (FIELD(smp, szs, i, int64_t, member(ts, "row_id")) == (int64_t)r) {
+        for (int pass = 0; pass < 2; pass++)
+            for (hsize_t i = 0; i < ns; i++) {
+                if (FIELD(smp, szs, i, int64_t, member(ts, "row_id")) != (int64_t)r)
+                    continue;
                 double t_ns = FIELD(smp, szs, i, double, member(ts, "ns"));
                 double t_ts = FIELD(smp, szs, i, double, member(ts, "ts"));
-                ck_assert(t_ns > 0 && t_ts > 0);
-                ck_assert_double_eq_tol(t_ts, (np + ng) / (t_ns * 1e-9), 1e-6 * t_ts);
-                sum_ts += t_ts;
-                count++;
+                if (pass == 0) {
+                    ck_assert(t_ns > 0 && t_ts > 0);
+                    ck_assert_double_eq_tol(t_ts, (np + ng) / (t_ns * 1e-9), 1e-6 * t_ts);
+                    sum_ts += t_ts;
+                    sum_ns += t_ns;
+                    count++;
+                } else {
+                    sq_ts += (t_ts - sum_ts / reps) * (t_ts - sum_ts / reps);
+                    sq_ns += (t_ns - sum_ns / reps) * (t_ns - sum_ns / reps);
+                }
             }
         ck_assert_int_eq(count, reps);
         double avg = FIELD(res, szr, r, double, member(tr, "avg_ts"));
         ck_assert_double_eq_tol(avg, sum_ts / reps, 1e-9 * avg);
-        ck_assert(FIELD(res, szr, r, double, member(tr, "stddev_ts")) >= 0);
+        double avg_ns = FIELD(res, szr, r, double, member(tr, "avg_ns"));
+        ck_assert_double_eq_tol(avg_ns, sum_ns / reps, 1e-9 * avg_ns);
+        double sd_ts = FIELD(res, szr, r, double, member(tr, "stddev_ts"));
+        double sd_ns = FIELD(res, szr, r, double, member(tr, "stddev_ns"));
+        double want_sd_ts = reps > 1 ? sqrt(sq_ts / (reps - 1)) : 0;
+        double want_sd_ns = reps > 1 ? sqrt(sq_ns / (reps - 1)) : 0;
+        ck_assert_double_eq_tol(sd_ts, want_sd_ts, 1e-9 * avg + 1e-12);
+        ck_assert_double_eq_tol(sd_ns, want_sd_ns, 1e-9 * avg_ns + 1e-12);
         total_reps += (hsize_t)reps;
-        /* one stage-time row per rank, and a busy stage */
+        /* one stage-time row per rank. The times are sums over the traced
+         * repetitions of each kind of event: wait is every blocked second,
+         * send and receive its parts blocked on sends and on receives; only
+         * rank 0 also waits for the token, so on the others wait is exactly
+         * send + receive. Rank 0 receives activations from no one and the
+         * last rank sends them to no one (its token goes untraced); every
+         * other rank sends, and blocks at least in the final drain, and
+         * receives, and blocks at least on its first micro-batch. */
+        double wall = sum_ns * 1e-9;
         int stages = 0;
         for (hsize_t i = 0; i < nst; i++)
             if (FIELD(stg, szt, i, int64_t, member(tt, "row_id")) == (int64_t)r) {
                 ck_assert_int_eq(FIELD(stg, szt, i, int32_t, member(tt, "rank")), stages);
-                ck_assert(FIELD(stg, szt, i, double, member(tt, "busy_s")) > 0);
-                ck_assert(FIELD(stg, szt, i, double, member(tt, "wait_s")) >= 0);
+                double busy = FIELD(stg, szt, i, double, member(tt, "busy_s"));
+                double wait = FIELD(stg, szt, i, double, member(tt, "wait_s"));
+                double send = FIELD(stg, szt, i, double, member(tt, "send_s"));
+                double recv = FIELD(stg, szt, i, double, member(tt, "recv_s"));
+                ck_assert_msg(isfinite(busy) && isfinite(wait) && isfinite(send) &&
+                                  isfinite(recv) && busy > 0 && wait >= 0 && send >= 0 &&
+                                  recv >= 0,
+                              "row %llu rank %d: busy %g wait %g send %g recv %g s",
+                              (unsigned long long)r, stages, busy, wait, send, recv);
+                if (stages == 0)
+                    ck_assert_msg(wait >= send + recv - 1e-12,
+                                  "row %llu rank 0: wait %g s < send %g + recv %g",
+                                  (unsigned long long)r, wait, send, recv);
+                else
+                    ck_assert_msg(fabs(wait - (send + recv)) <= 1e-9 * wait + 1e-12,
+                                  "row %llu rank %d: wait %g s != send %g + recv %g",
+                                  (unsigned long long)r, stages, wait, send, recv);
+                ck_assert_msg((recv > 0) == (stages > 0),
+                              "row %llu rank %d of %d: recv %g s", (unsigned long long)r, stages,
+                              ranks, recv);
+                ck_assert_msg((send > 0) == (stages < ranks - 1),
+                              "row %llu rank %d of %d: send %g s", (unsigned long long)r, stages,
+                              ranks, send);
+                /* a rank's events lie in its repetitions, which start at its
+                 * own barrier exit and end at its own finish, a little
+                 * apart from rank 0's timed window: slack for a loaded
+                 * machine, far below a unit or a double count */
+                ck_assert_msg(busy + wait <= 1.25 * wall + 0.05 * reps,
+                              "row %llu rank %d: busy %g + wait %g s over %d repetitions "
+                              "timed at %g s",
+                              (unsigned long long)r, stages, busy, wait, reps, wall);
                 ck_assert(strlen(FSTR(stg, szt, i, member(tt, "host"))) > 0);
                 stages++;
             }
@@ -269,15 +324,15 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    if (argc < 5) {
-        fprintf(stderr, "usage: check_results FILE N_RUNS N_ROWS N_LAYER [BEFORE.h5]\n");
+    if (argc != 6) {
+        fprintf(stderr, "usage: check_results FILE N_RUNS N_ROWS N_LAYER BEFORE.h5|none\n");
         return 2;
     }
     path = argv[1];
     want_runs = strtol(argv[2], NULL, 10);
     want_rows = strtol(argv[3], NULL, 10);
     n_layer = strtol(argv[4], NULL, 10);
-    before_path = argc > 5 ? argv[5] : NULL;
+    before_path = strcmp(argv[5], "none") != 0 ? argv[5] : NULL;
     Suite *s = suite_create("results_h5");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_layout_and_runs);

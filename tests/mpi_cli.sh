@@ -52,7 +52,28 @@ assert ranks == {0, 1, 2}, ranks
 PY
 then
     ok "trace JSON: compute events on ranks 0-2"
-    grep -q "bubble: measured" "$tmp/err" && ok "bubble reported" || bad "no bubble line"
+    # every printed share is a percentage, a stage's busy and wait fit in
+    # the span, and the bubble is the idle share: 100 - the mean busy share
+    if python3 - "$tmp/err" 3 <<'PY'
+import re, sys
+text, n = open(sys.argv[1]).read(), int(sys.argv[2])
+st = re.findall(r"stage (\d+): busy +([0-9.]+)%  wait +([0-9.]+)%", text)
+assert [int(s[0]) for s in st] == list(range(n)), st
+busy = [float(s[1]) for s in st]
+wait = [float(s[2]) for s in st]
+b = re.search(r"bubble: measured ([0-9.]+)% .* ideal \(S-1\)/\(M\+S-1\) = ([0-9.]+)% "
+              r"for S=(\d+), M=(\d+)", text)
+assert b, "no bubble line"
+bubble, ideal, S, M = float(b[1]), float(b[2]), int(b[3]), int(b[4])
+for x in busy + wait + [bubble, ideal]:
+    assert 0 <= x <= 100, ("out of [0,100]", busy, wait, bubble, ideal)
+for u, w in zip(busy, wait):
+    assert u + w <= 100.1, ("busy + wait > 100", u, w)  # each printed to 0.1
+assert abs(bubble - (100 - sum(busy) / n)) <= 0.15, ("bubble != 100 - mean busy", bubble, busy)
+assert S == n and abs(ideal - 100 * (S - 1) / (M + S - 1)) <= 0.05, ("ideal", ideal, S, M)
+PY
+    then ok "busy, wait and bubble in [0,100]%, busy+wait <= 100, bubble = 100 - mean busy"
+    else bad "busy/wait/bubble figures"; grep -E "stage|bubble" "$tmp/err"; fi
 else
     bad "trace"; cat "$tmp/err"
 fi

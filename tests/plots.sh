@@ -31,13 +31,28 @@ fail=0
 ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
 bad() { fail=$((fail + 1)); echo "not ok - $1"; }
 
-# is_png NAME FILE: FILE exists, is non-empty and starts with the PNG magic.
+# is_png NAME FILE: FILE is a PNG (its magic) of at least 600 x 300 pixels
+# (the IHDR chunk's width and height).
 is_png() {
-    if [ -s "$2" ] && [ "$(head -c 8 "$2" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
-        ok "$1 ($(stat -c %s "$2") bytes)"
+    local magic size
+    magic=$(head -c 8 "$2" 2>/dev/null | od -An -tx1 | tr -d ' \n')
+    size=$(od -An -tu1 -j 16 -N 8 "$2" 2>/dev/null |
+        awk '{ printf "%d %d", $1*16777216 + $2*65536 + $3*256 + $4, $5*16777216 + $6*65536 + $7*256 + $8 }')
+    read -r w h <<<"${size:-0 0}"
+    if [ "$magic" = 89504e470d0a1a0a ] && [ "${w:-0}" -ge 600 ] && [ "${h:-0}" -ge 300 ]; then
+        ok "$1 (${w}x${h} PNG, $(stat -c %s "$2") bytes)"
     else
-        bad "$1: $2 is missing, empty or not a PNG"
+        bad "$1: $2 is missing, not a PNG or too small (${w:-?}x${h:-?})"
     fi
+}
+
+# plotted WHAT OUT WANT: the script's "plotted ..." line (in OUT) is WANT,
+# what the input file holds
+plotted() {
+    local got
+    got=$(grep -o 'plotted .* to ' "$2" | sed 's/ to $//')
+    if [ "$got" = "$3" ]; then ok "$1: $got"
+    else bad "$1: '$got', want '$3'"; cat "$2"; fi
 }
 
 m="$tmp/tiny.gguf"
@@ -48,8 +63,18 @@ elif ! mpi 2 "$bin/baton-bench" -m "$m" -p 32 -n 8 -r 2 --pipeline 0,1 -ub 8 -t 
     bad "baton-bench on 2 ranks"; cat "$tmp/out" "$tmp/err"
 else
     if "$py" "$scripts/plot-results" "$tmp/results.h5" -o "$tmp/results.png" \
-        --title "plots.sh" 2>"$tmp/err"; then
+        --title "plots.sh" >"$tmp/plot.out" 2>"$tmp/err"; then
         is_png "plot-results" "$tmp/results.png"
+        # pp32 and tg8, each with pipeline 0 and 1, one run
+        want=$("$py" -c 'import h5py, sys
+f = h5py.File(sys.argv[1], "r")
+res = f["results"][()]
+tests = {t for t in res["test"]}
+configs = {(n, p) for n, p in zip(res["n_ranks"], res["pipeline"])}
+runs = len(f["runs"])
+print(f"plotted {len(res)} results of {len(tests)} tests in {len(configs)} configurations "
+      f"from {runs} runs")' "$tmp/results.h5")
+        plotted "plot-results drew every /results row" "$tmp/plot.out" "$want"
     else
         bad "plot-results exited $?"; cat "$tmp/err"
     fi
@@ -57,8 +82,16 @@ else
     trace=${traces[0]}
     if [ ! -f "$trace" ]; then
         bad "no pp32 pipeline 1 trace in $tmp/traces: $(ls "$tmp/traces" 2>&1)"
-    elif "$py" "$scripts/plot-trace" "$trace" -o "$tmp/trace.png" 2>"$tmp/err"; then
+    elif "$py" "$scripts/plot-trace" "$trace" -o "$tmp/trace.png" >"$tmp/plot.out" 2>"$tmp/err"
+    then
         is_png "plot-trace $(basename "$trace")" "$tmp/trace.png"
+        # every duration event of both ranks, in one pass per repetition (-r 2)
+        want=$("$py" -c 'import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+n_compute = sum(1 for e in ev if e["name"] == "compute")
+ranks = len({e["tid"] for e in ev})
+print(f"plotted {len(ev)} spans ({n_compute} compute) of {ranks} ranks in 2 passes")' "$trace")
+        plotted "plot-trace drew every span" "$tmp/plot.out" "$want"
     else
         bad "plot-trace exited $?"; cat "$tmp/err"
     fi

@@ -41,23 +41,28 @@ static bt_status_t ping_pong(MPI_Comm comm, int peer, bool initiator, char *buf,
     return BT_OK;
 }
 
-/* Rank from measures the link to from + 1; peer answers. */
+void bt_linkprobe_figures(double *lat_rtt, double *bw_rtt, bt_link_t *link)
+{
+    double lat = median(lat_rtt, link->lat_reps), bw = median(bw_rtt, link->bw_reps);
+    link->latency_s = 0.5 * lat;
+    link->bandwidth = bw > 0 ? 2.0 * (double)link->bw_bytes / bw : 0;
+}
+
+/* Rank from measures the link to from + 1 into rtt[lat_reps + bw_reps];
+ * peer answers. */
 static bt_status_t probe_link(MPI_Comm comm, int rank, const bt_link_t *want, char *buf,
                               double *rtt, bt_link_t *out)
 {
     bool initiator = rank == want->from;
     int peer = initiator ? want->to : want->from;
+    double *bw_rtt = rtt + want->lat_reps;
     bt_status_t st = ping_pong(comm, peer, initiator, buf, want->lat_bytes, want->lat_reps, rtt);
-    if (st != BT_OK)
-        return st;
-    double lat_rtt = initiator ? median(rtt, want->lat_reps) : 0;
-    st = ping_pong(comm, peer, initiator, buf, want->bw_bytes, want->bw_reps, rtt);
+    if (st == BT_OK)
+        st = ping_pong(comm, peer, initiator, buf, want->bw_bytes, want->bw_reps, bw_rtt);
     if (st != BT_OK || !initiator)
         return st;
-    double bw_rtt = median(rtt, want->bw_reps);
     *out = *want;
-    out->latency_s = 0.5 * lat_rtt;
-    out->bandwidth = bw_rtt > 0 ? 2.0 * (double)want->bw_bytes / bw_rtt : 0;
+    bt_linkprobe_figures(rtt, bw_rtt, out);
     return BT_OK;
 }
 
@@ -84,9 +89,8 @@ bt_status_t bt_linkprobe_run(MPI_Comm comm, const bt_linkprobe_config_t *cfg, bt
         return st;
 
     size_t buf_bytes = want.bw_bytes > want.lat_bytes ? want.bw_bytes : want.lat_bytes;
-    int max_reps = want.bw_reps > want.lat_reps ? want.bw_reps : want.lat_reps;
     char *buf = calloc(buf_bytes, 1);
-    double *rtt = calloc((size_t)max_reps, sizeof *rtt);
+    double *rtt = calloc((size_t)want.lat_reps + (size_t)want.bw_reps, sizeof *rtt);
     bt_link_t mine = {0};
     if (buf == NULL || rtt == NULL) {
         bt_log_error("linkprobe: cannot allocate a %zu-byte message buffer", buf_bytes);

@@ -36,6 +36,17 @@ typedef struct bt_link {
 } bt_link_t;
 
 /*
+ * The probe's arithmetic, apart from any MPI: from lat_reps round-trip
+ * times of lat_bytes messages (lat_rtt) and bw_reps of bw_bytes messages
+ * (bw_rtt), all in seconds, sets link->latency_s to half the median of
+ * lat_rtt and link->bandwidth to 2 * bw_bytes / the median of bw_rtt (0
+ * when that median is not positive). The median of an even count is the
+ * mean of the middle two. Sorts both arrays in place; the counts and sizes
+ * come from link.
+ */
+void bt_linkprobe_figures(double *lat_rtt, double *bw_rtt, bt_link_t *link);
+
+/*
  * Collective over comm (every rank calls it). cfg may be NULL (defaults).
  * On rank 0, links[0 .. size-2] get every link; other ranks may pass NULL.
  * With one rank there is no link and nothing is sent. Returns BT_OK, or

@@ -120,6 +120,9 @@ static bt_status_t check_node_memory(const bt_pipe_t *p, const bt_pipe_config_t 
     else
         snprintf(what, sizeof what, "the KV cache and buffers%s (%d positions, micro-batch %d)",
                  cfg->no_mmap ? " and weights" : "", n_ctx, cfg->max_tok);
+    /* -v: the figures compared, so a test can size a context to the node */
+    bt_log_debug("memory: %s need %.1f MiB of %.1f MiB available", what,
+                 (double)node_need / 1048576.0, (double)bt_mem_available() / 1048576.0);
     return bt_mem_check(what, node_need);
 }
 
@@ -416,33 +419,24 @@ bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb, bool 
     MPI_Gatherv(p->trace.ev, n * (int)sizeof(bt_event_t), MPI_BYTE, all, byte_counts, displs,
                 MPI_BYTE, 0, p->comm);
     bt_status_t st = BT_OK;
+    bt_trace_stats_t *stage = p->rank == 0 ? malloc(sizeof *stage * (size_t)S) : NULL;
     if (p->rank == 0) {
-        double lo = 0, hi = 0;
-        for (int i = 0; i < total; i++) {
-            lo = i == 0 || all[i].t0 < lo ? all[i].t0 : lo;
-            hi = i == 0 || all[i].t1 > hi ? all[i].t1 : hi;
-        }
-        double span = hi - lo, busy_sum = 0;
-        const bt_event_t *ev = all;
-        for (int r = 0; r < S; r++) {
-            bt_trace_stats_t s;
-            bt_trace_stats(ev, counts[r], &s);
-            busy_sum += s.busy;
-            if (print)
-                bt_log_info("stage %d: busy %5.1f%%  wait %5.1f%%  (%d events)", r,
-                        span > 0 ? 100 * s.busy / span : 0, span > 0 ? 100 * s.wait / span : 0,
-                        counts[r]);
-            ev += counts[r];
-        }
-        double bubble = span > 0 ? 1.0 - busy_sum / (S * span) : 0;
-        if (print)
+        double span = 0, bubble = 0;
+        st = stage != NULL ? bt_trace_summary(all, counts, S, stage, &span, &bubble)
+                           : BT_ERR_NOMEM;
+        for (int r = 0; print && st == BT_OK && r < S; r++)
+            bt_log_info("stage %d: busy %5.1f%%  wait %5.1f%%  (%d events)", r,
+                        span > 0 ? 100 * stage[r].busy / span : 0,
+                        span > 0 ? 100 * stage[r].wait / span : 0, counts[r]);
+        if (print && st == BT_OK)
             bt_log_info("bubble: measured %.1f%% (idle share of stage time over %.3f s), "
-                    "ideal (S-1)/(M+S-1) = %.1f%% for S=%d, M=%d",
-                    100 * bubble, span,
-                    n_mb + S - 1 > 0 ? 100.0 * (S - 1) / (n_mb + S - 1) : 0.0, S, n_mb);
-        if (path != NULL)
+                        "ideal (S-1)/(M+S-1) = %.1f%% for S=%d, M=%d",
+                        100 * bubble, span,
+                        n_mb + S - 1 > 0 ? 100.0 * (S - 1) / (n_mb + S - 1) : 0.0, S, n_mb);
+        if (path != NULL && st == BT_OK)
             st = bt_trace_write_json(path, all, counts, S);
     }
+    free(stage);
     free(byte_counts);
     free(all);
     free(displs);

@@ -62,23 +62,90 @@ const char *bt_event_name(int kind)
     return kind >= 0 && kind < BT_EV_KIND_COUNT ? names[kind] : "?";
 }
 
-void bt_trace_stats(const bt_event_t *ev, int n, bt_trace_stats_t *out)
+static bool is_wait(int kind)
+{
+    return kind == BT_EV_RECV_WAIT || kind == BT_EV_SEND_WAIT || kind == BT_EV_TOKEN_WAIT;
+}
+
+static int cmp_interval(const void *a, const void *b)
+{
+    double x = ((const double *)a)[0], y = ((const double *)b)[0];
+    return (x > y) - (x < y);
+}
+
+/* Length of the union of the n intervals iv[2i], iv[2i+1]; sorts iv. */
+static double union_length(double *iv, int n)
+{
+    qsort(iv, (size_t)n, 2 * sizeof *iv, cmp_interval);
+    double total = 0, lo = 0, hi = 0;
+    for (int i = 0; i < n; i++) {
+        double a = iv[2 * i], b = iv[2 * i + 1];
+        if (i == 0 || a > hi) {
+            total += hi - lo;
+            lo = a, hi = b;
+        } else if (b > hi) {
+            hi = b;
+        }
+    }
+    return n > 0 ? total + hi - lo : 0;
+}
+
+bt_status_t bt_trace_stats(const bt_event_t *ev, int n, bt_trace_stats_t *out)
 {
     *out = (bt_trace_stats_t){0};
     if (n == 0)
-        return;
+        return BT_OK;
+    double *iv = malloc(sizeof(double) * 2 * (size_t)n); /* [n, 2]: t0, t1 */
+    if (iv == NULL) {
+        bt_log_error("trace: cannot allocate the intervals of %d events", n);
+        return BT_ERR_NOMEM;
+    }
     double lo = ev[0].t0, hi = ev[0].t1;
+    int n_busy = 0;
     for (int i = 0; i < n; i++) {
-        double d = ev[i].t1 - ev[i].t0;
         lo = ev[i].t0 < lo ? ev[i].t0 : lo;
         hi = ev[i].t1 > hi ? ev[i].t1 : hi;
-        if (ev[i].kind == BT_EV_COMPUTE)
-            out->busy += d;
-        else if (ev[i].kind == BT_EV_RECV_WAIT || ev[i].kind == BT_EV_SEND_WAIT ||
-                 ev[i].kind == BT_EV_TOKEN_WAIT)
-            out->wait += d;
+        if (ev[i].kind == BT_EV_COMPUTE && ev[i].t1 > ev[i].t0) {
+            iv[2 * n_busy] = ev[i].t0;
+            iv[2 * n_busy + 1] = ev[i].t1;
+            n_busy++;
+        }
     }
+    double busy = union_length(iv, n_busy);
+    int n_any = n_busy; /* the compute intervals stay in front; the waits join them */
+    for (int i = 0; i < n; i++)
+        if (is_wait(ev[i].kind) && ev[i].t1 > ev[i].t0) {
+            iv[2 * n_any] = ev[i].t0;
+            iv[2 * n_any + 1] = ev[i].t1;
+            n_any++;
+        }
+    double busy_or_wait = union_length(iv, n_any);
+    free(iv);
     out->span = hi - lo;
+    out->busy = busy;
+    out->wait = busy_or_wait > busy ? busy_or_wait - busy : 0;
+    return BT_OK;
+}
+
+bt_status_t bt_trace_summary(const bt_event_t *ev, const int *counts, int n_ranks,
+                             bt_trace_stats_t *stage, double *span, double *bubble)
+{
+    double lo = 0, hi = 0, busy_sum = 0;
+    int total = 0;
+    for (int r = 0; r < n_ranks; r++) {
+        bt_status_t st = bt_trace_stats(ev + total, counts[r], &stage[r]);
+        if (st != BT_OK)
+            return st;
+        for (int i = total; i < total + counts[r]; i++) {
+            lo = i == 0 || ev[i].t0 < lo ? ev[i].t0 : lo;
+            hi = i == 0 || ev[i].t1 > hi ? ev[i].t1 : hi;
+        }
+        busy_sum += stage[r].busy;
+        total += counts[r];
+    }
+    *span = hi - lo;
+    *bubble = *span > 0 && n_ranks > 0 ? 1.0 - busy_sum / (n_ranks * *span) : 0;
+    return BT_OK;
 }
 
 bt_status_t bt_trace_write_json(const char *path, const bt_event_t *ev, const int *counts,

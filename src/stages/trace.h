@@ -51,14 +51,29 @@ void bt_trace_span(bt_trace_t *t, int kind, int mb, double t0);
 /* An instant event now. */
 void bt_trace_mark(bt_trace_t *t, int kind, int mb);
 
-/* Per-stage totals over the trace's span [first event, last event]. */
+/* Per-stage totals over the trace's span [first event, last event]. An
+ * instant adds nothing; overlapping events count their time once: busy is
+ * the length of the union of compute events, wait that of the union of
+ * receive, send and token waits less the part that is also busy, so
+ * busy + wait <= span always. */
 typedef struct bt_trace_stats {
     double span;    /* seconds from first start to last end */
     double busy;    /* seconds computing */
-    double wait;    /* seconds blocked on receive, send or token */
+    double wait;    /* seconds blocked on receive, send or token, not computing */
 } bt_trace_stats_t;
 
-void bt_trace_stats(const bt_event_t *ev, int n, bt_trace_stats_t *out);
+/* One stage's totals over its n events. Returns BT_OK, or BT_ERR_NOMEM
+ * (logged) with *out zero. */
+bt_status_t bt_trace_stats(const bt_event_t *ev, int n, bt_trace_stats_t *out);
+
+/* Over every rank's events (counts[r] events of rank r, in rank order):
+ * *span, the seconds from the first start to the last end of any rank;
+ * stage[r], each rank's totals (stage[r].span its own); *bubble, the idle
+ * share of the n_ranks stages over the common span,
+ * 1 - sum of busy / (n_ranks * span), in [0, 1] (0 when the span is 0).
+ * Returns BT_OK or BT_ERR_NOMEM (logged). */
+bt_status_t bt_trace_summary(const bt_event_t *ev, const int *counts, int n_ranks,
+                             bt_trace_stats_t *stage, double *span, double *bubble);
 
 /* Writes the Chrome trace format (what Perfetto and chrome://tracing open):
  * one track (tid) per rank. ev holds counts[r] events of rank r in order. */
