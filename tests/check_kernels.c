@@ -941,7 +941,8 @@ START_TEST(test_attention_isa_same)
     const char *missing = bt_isa_missing(BT_ISA_AVX512);
     missing = missing ? missing : bt_isa_missing(BT_ISA_AVX2);
     if (missing != NULL) {
-        fprintf(stderr, "SKIP: attention isa_same (avx512 vs avx2 bits): this CPU lacks %s\n", missing);
+        fprintf(stderr, "SKIP: attention isa_same (avx512 vs avx2 bits): this CPU lacks %s\n",
+                missing);
         return;
     }
     const bt_isa_t was = bt_isa_active();

@@ -66,8 +66,8 @@ static void run_model(const bt_model_t *m, const bt_ops_t *ops, const int32_t *t
 static void golden_check(const bt_ops_t *ops, int ubatch, int n_threads)
 {
     bt_model_t *m;
-    ck_assert_int_eq(bt_model_load(tu_golden_path("tiny-llama-golden-f32.gguf"), 0, -1, true, true, &m),
-                     BT_OK);
+    const char *model = tu_golden_path("tiny-llama-golden-f32.gguf");
+    ck_assert_int_eq(bt_model_load(model, 0, -1, true, true, &m), BT_OK);
     ck_assert_int_eq(m->hp.n_vocab, 256);
     ck_assert(!m->tied);
     size_t size;
@@ -453,7 +453,8 @@ static void forward_f64(const bt_model_t *m, const int32_t *tokens, int n, doubl
     const int wide = e > ff ? (e > q_dim ? e : q_dim) : (ff > q_dim ? ff : q_dim);
     float *row = xmalloc((size_t)(wide > hp->n_vocab ? wide : hp->n_vocab) * sizeof(float));
     double *x = xmalloc((size_t)n * e * sizeof(double)), *xn = xmalloc((size_t)e * sizeof(double));
-    double *q = xmalloc((size_t)q_dim * sizeof(double)), *att = xmalloc((size_t)q_dim * sizeof(double));
+    double *q = xmalloc((size_t)q_dim * sizeof(double));
+    double *att = xmalloc((size_t)q_dim * sizeof(double));
     double *k = xmalloc((size_t)n * kv_dim * sizeof(double));
     double *v = xmalloc((size_t)n * kv_dim * sizeof(double));
     double *g = xmalloc((size_t)ff * sizeof(double)), *u = xmalloc((size_t)ff * sizeof(double));

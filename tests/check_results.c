@@ -4,8 +4,9 @@
  *   check_results FILE N_RUNS N_ROWS N_LAYER BEFORE.h5|none
  * checks the layout attributes, the row counts, every row's fields against
  * its samples (mean and sample standard deviation) and its stage times
- * (what each rank sends and receives, bounded by the repetitions' time), the provenance of every run and its links
- * (one /links row per link s -> s+1 naming the hosts of /runs), and, given
+ * (what each rank sends and receives, bounded by the repetitions' time),
+ * the provenance of every run and its links (one /links row per link
+ * s -> s+1 naming the hosts of /runs), and, given
  * BEFORE.h5 (a copy taken before an append), that the rows it held are
  * unchanged byte for byte; "none" says the file has no earlier copy (a
  * first write), so no call can skip the comparison by leaving it out.
