@@ -1,0 +1,90 @@
+/*
+ * serve.h: many sequences through the pipeline at once (continuous
+ * batching). docs/design.md, "Rows, slots and groups".
+ *
+ * Terms. A row is one token of one sequence in a micro-batch: its KV slot,
+ * its position, and whether the last stage computes its logits and samples
+ * from them. A slot is one sequence's part of the KV cache (-c positions);
+ * the cache holds --parallel P of them. A group is one micro-batch in
+ * flight: rank 0 keeps up to n_groups of them between itself and the last
+ * stage, so with S stages and at least S groups every stage has work while
+ * the others do too.
+ *
+ * Rank 0 schedules. Whenever fewer than n_groups micro-batches are in
+ * flight it forms the next one: first the decode rows of sequences whose
+ * last token is known (at most ceil(decoding / n_groups), so the decoding
+ * sequences spread over the groups), then prompt rows of sequences still
+ * prefilling, in the order they were admitted, up to ubatch rows in all (a
+ * long prompt goes in chunks that share micro-batches with the others'
+ * decode steps). Otherwise it waits for the ids of the oldest micro-batch
+ * in flight. The last stage samples every row that needs a token, each
+ * with its own sequence's sampler, and sends the micro-batch's ids to rank
+ * 0 in one message. A sequence that ends (hooks.token says stop, its
+ * n_predict, or its context is full) frees its slot at once and the next
+ * request takes it. Every row's arithmetic is independent of the others in
+ * its micro-batch, so a sequence's logits do not depend on what else runs
+ * (invariant 1).
+ */
+#ifndef BT_STAGES_SERVE_H
+#define BT_STAGES_SERVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sampler.h"
+#include "stages/schedule.h"
+
+typedef enum bt_finish {
+    BT_FINISH_STOP = 0,   /* hooks.token returned false (end of generation) */
+    BT_FINISH_LENGTH = 1, /* n_predict tokens chosen, or the slot's context is full */
+} bt_finish_t;
+
+/* One request as rank 0 hands it to the engine. */
+typedef struct bt_seq_req {
+    const int32_t *tokens; /* the prompt, ids inside the vocabulary; copied at admission */
+    int n_tokens;          /* 1 .. the context per slot */
+    int n_predict;         /* tokens to choose, >= 1 */
+    bt_sampler_params_t sampling; /* this sequence's own sampler (temp <= 0: greedy) */
+} bt_seq_req_t;
+
+typedef struct bt_serve_hooks {
+    /* rank 0: the next request to admit: true with *id (the caller's,
+     * >= 0) and *req filled, false when none is left. */
+    bool (*next)(void *arg, int *id, bt_seq_req_t *req);
+    /* rank 0: a token chosen for request id; false ends it (BT_FINISH_STOP,
+     * the token is not fed). */
+    bool (*token)(void *arg, int id, int32_t token);
+    /* rank 0: request id ended; its slot is free again. */
+    void (*finish)(void *arg, int id, bt_finish_t why);
+    /* last stage, may be NULL: the logits [n_vocab] of request id at pos
+     * (the sampled rows; every row with bt_serve_config_t.all_logits). */
+    bt_status_t (*logits)(void *arg, int id, int pos, const float *row);
+    void *arg;
+} bt_serve_hooks_t;
+
+typedef struct bt_serve_config {
+    int n_slots;     /* sequences at once, 1 .. the pipe's n_slots */
+    int n_groups;    /* micro-batches in flight; 0: automatic (bt_serve_default_groups) */
+    int ubatch;      /* rows per micro-batch, 1 .. the pipe's max_tok */
+    bool all_logits; /* hooks.logits for every row, not only the sampled ones */
+} bt_serve_config_t;
+
+typedef struct bt_serve_stats {
+    int64_t n_prompt;  /* prompt rows computed */
+    int64_t n_decode;  /* decode rows computed */
+    int64_t n_chosen;  /* tokens chosen */
+    int n_mb;          /* micro-batches */
+    int n_requests;    /* requests finished */
+} bt_serve_stats_t;
+
+/* Groups in flight when none are asked for: enough to keep every one of
+ * S stages busy, never more than the sequences. */
+int bt_serve_default_groups(int n_stages, int n_slots);
+
+/* Runs requests until hooks.next has no more and every admitted one has
+ * finished. Collective; every rank passes the same cfg; hooks are called
+ * on the ranks named above. stats (may be NULL) on rank 0. */
+bt_status_t bt_pipe_serve(bt_pipe_t *p, const bt_serve_config_t *cfg,
+                          const bt_serve_hooks_t *hooks, bt_serve_stats_t *stats);
+
+#endif /* BT_STAGES_SERVE_H */
