@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "args.h"
+#include "chat.h"
 #include "kv_cache.h"
 #include "sampler.h"
 #include "stages/partition.h"
@@ -378,47 +379,11 @@ static bt_status_t turn(run_state_t *r, const int32_t *ids, int n, int n_limit)
 
 /* ---- text and chat ---- */
 
-/* The default system message of a ChatML template: the text between
- * "<|im_start|>system\n" and the next "<|im_end|>", if there is one. */
-static char *template_system(const bt_gguf_t *g)
-{
-    bt_gguf_str_t tpl;
-    if (bt_gguf_get_str(g, "tokenizer.chat_template", &tpl) != BT_OK)
-        return NULL;
-    static const char open[] = "<|im_start|>system\n", close[] = "<|im_end|>";
-    const char *end = tpl.ptr + tpl.len;
-    const char *a = memmem(tpl.ptr, tpl.len, open, sizeof open - 1);
-    if (a == NULL)
-        return NULL;
-    a += sizeof open - 1;
-    const char *b = memmem(a, (size_t)(end - a), close, sizeof close - 1);
-    return b == NULL ? NULL : strndup(a, (size_t)(b - a));
-}
-
-static bool is_chatml(const bt_gguf_t *g)
-{
-    bt_gguf_str_t tpl;
-    return bt_gguf_get_str(g, "tokenizer.chat_template", &tpl) == BT_OK &&
-           memmem(tpl.ptr, tpl.len, "<|im_start|>", 12) != NULL;
-}
-
 /* The text of one user turn: ChatML around it for --chat (the system block
  * on the first turn, closing the previous reply on later ones). */
 static char *turn_text(const run_state_t *r, const char *msg, const char *system, bool first)
 {
-    char *out = NULL;
-    int rc;
-    if (!r->o->chat)
-        rc = asprintf(&out, "%s", msg);
-    else if (first)
-        rc = system != NULL && *system
-                 ? asprintf(&out, "<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s"
-                                  "<|im_end|>\n<|im_start|>assistant\n", system, msg)
-                 : asprintf(&out, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", msg);
-    else
-        rc = asprintf(&out, "<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n",
-                      msg);
-    return rc < 0 ? NULL : out;
+    return r->o->chat ? bt_chat_turn(msg, system, first) : strdup(msg);
 }
 
 /* Rank 0 reads one line of stdin (without the newline); every rank gets it.
@@ -462,7 +427,7 @@ static bt_status_t run_text(run_state_t *r)
     bt_status_t st = bt_detok_init(r->tok, 0, &r->detok);
     char *system = NULL;
     if (st == BT_OK && o->chat)
-        system = o->system ? strdup(o->system) : template_system(p->model->gguf);
+        system = o->system ? strdup(o->system) : bt_chat_template_system(p->model->gguf);
     r->text = true;
     r->stop_at_eog = true;
     bool first_turn = true;
@@ -577,7 +542,7 @@ static bt_status_t prepare(run_state_t *r)
                          "as --tokens ID,ID,...", o->model);
         st = BT_ERR_UNSUPPORTED;
     }
-    if (st == BT_OK && o->chat && !is_chatml(p->model->gguf)) {
+    if (st == BT_OK && o->chat && !bt_chat_is_chatml(p->model->gguf)) {
         if (p->rank == 0)
             bt_log_error("--chat: %s has no ChatML chat template (tokenizer.chat_template); "
                          "only ChatML (<|im_start|>role ...<|im_end|>) is supported", o->model);
