@@ -4,6 +4,7 @@
  *   mpirun -np S baton -m MODEL.gguf --chat -p "question"         ChatML chat turn
  *   mpirun -np S baton -m MODEL.gguf --chat -i                     chat on stdin
  *   mpirun -np S baton -m MODEL.gguf --tokens 1,2,3 -n 8           token ids in, ids out
+ *   mpirun -np S baton -m MODEL.gguf --batch-file REQ.jsonl -o OUT.jsonl   many requests
  * Each rank owns a contiguous block of layers; the prompt is pipelined in
  * micro-batches and decode runs round the ring of ranks. Rank 0 streams the
  * text (or prints the ids) as tokens arrive. Also runs without mpirun as a
@@ -17,6 +18,7 @@
 #include <time.h>
 
 #include "args.h"
+#include "batch.h"
 #include "chat.h"
 #include "kv_cache.h"
 #include "sampler.h"
@@ -45,12 +47,18 @@ typedef struct options {
     int verbose, help;
     int mmap;            /* 1: map the weights (default); 0: read them into memory */
     int kv_type;         /* --kv-type: BT_TYPE_F32 (default) or BT_TYPE_F16 */
+    const char *batch_file; /* --batch-file: requests as JSON lines (batch.h) */
+    const char *output;  /* -o: the batch job's completions (default stdout) */
+    int parallel;        /* --parallel; 0: not given */
+    int groups;          /* --groups; 0: not given (automatic) */
 } options_t;
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: [mpirun -np S] baton -m MODEL.gguf (-p TEXT | --tokens IDS | -i) [options]\n"
+            "       [mpirun -np S] baton -m MODEL.gguf --batch-file REQ.jsonl [-o OUT.jsonl]\n"
+            "                      [--parallel P] [--groups G] [options]\n"
             "  -m, --model FILE          GGUF model (llama architecture)\n"
             "  -p, --prompt TEXT         prompt text (tokenized with the model's tokenizer)\n"
             "      --tokens LIST         prompt as comma-separated token ids (raw mode: greedy\n"
@@ -83,6 +91,13 @@ static void usage(FILE *f)
             "      --kv-type f32|f16     KV cache elements (default f32; f16 halves its memory)\n"
             "      --mmap 0|1            1: map the weights from the file (default); 0: read\n"
             "                            this rank's weights into memory (--no-mmap)\n"
+            "      --batch-file FILE     requests as JSON lines, one completion line each\n"
+            "                            (docs/usage.md, Batch jobs)\n"
+            "  -o, --output FILE         --batch-file: where the completions go (default stdout)\n"
+            "      --parallel N          --batch-file: sequences at once, each with its own\n"
+            "                            -c positions of KV cache (default 8)\n"
+            "      --groups N            --batch-file: micro-batches in flight (default: enough\n"
+            "                            for every stage)\n"
             "  -v, --verbose             more logging\n"
             "  -h, --help                this text\n");
 }
@@ -90,7 +105,7 @@ static void usage(FILE *f)
 enum {
     OPT_TOKENS = 256, OPT_DUMP, OPT_REF, OPT_UB, OPT_PIPELINE, OPT_TS, OPT_TRACE, OPT_CHAT,
     OPT_SYS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_PENALTY, OPT_LASTN, OPT_IDS,
-    OPT_KERNELS, OPT_MMAP, OPT_NO_MMAP, OPT_KV_TYPE,
+    OPT_KERNELS, OPT_MMAP, OPT_NO_MMAP, OPT_KV_TYPE, OPT_BATCH, OPT_PARALLEL, OPT_GROUPS,
 };
 
 /* llama.cpp's multi-letter single-dash flags, rewritten for getopt_long. */
@@ -150,6 +165,10 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         {"mmap", required_argument, 0, OPT_MMAP},
         {"no-mmap", no_argument, 0, OPT_NO_MMAP},
         {"kv-type", required_argument, 0, OPT_KV_TYPE},
+        {"batch-file", required_argument, 0, OPT_BATCH},
+        {"output", required_argument, 0, 'o'},
+        {"parallel", required_argument, 0, OPT_PARALLEL},
+        {"groups", required_argument, 0, OPT_GROUPS},
         {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -163,7 +182,7 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
     bt_status_t st = BT_OK;
     bt_sampler_params_t *sp = &o->sampling;
     while (st == BT_OK &&
-           (c = getopt_long(argc, argv, ":m:p:n:ic:b:t:s:vh", longopts, NULL)) != -1) {
+           (c = getopt_long(argc, argv, ":m:p:n:ic:b:t:s:o:vh", longopts, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'p': o->prompt = optarg; break;
@@ -214,6 +233,10 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
                 st = BT_ERR_ARG;
             }
             break;
+        case OPT_BATCH: o->batch_file = optarg; break;
+        case 'o': o->output = optarg; break;
+        case OPT_PARALLEL: st = bt_parse_int("--parallel", optarg, 1, 4096, &o->parallel); break;
+        case OPT_GROUPS: st = bt_parse_int("--groups", optarg, 1, 4096, &o->groups); break;
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; return BT_OK;
         case ':':
@@ -233,8 +256,14 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         bt_log_error("unexpected argument '%s'", argv[optind]), bad = "";
     else if (o->model == NULL)
         bad = "no model given (-m FILE)";
-    else if (o->tokens == NULL && o->prompt == NULL && !o->interactive)
-        bad = "no prompt given (-p TEXT, --tokens ID,ID,... or -i)";
+    else if (o->batch_file != NULL && (o->tokens || o->prompt || o->interactive || o->chat ||
+                                        o->system || o->print_ids || o->trace))
+        bad = "--batch-file takes its prompts from the file: it cannot be combined with -p, "
+              "--tokens, -i, --chat, -sys, --print-token-ids or --trace";
+    else if (o->batch_file == NULL && (o->output || o->parallel || o->groups))
+        bad = "-o, --parallel and --groups need --batch-file";
+    else if (o->tokens == NULL && o->prompt == NULL && !o->interactive && !o->batch_file)
+        bad = "no prompt given (-p TEXT, --tokens ID,ID,..., -i or --batch-file FILE)";
     else if (o->tokens != NULL && (o->prompt != NULL || o->chat || o->interactive))
         bad = "--tokens (raw ids) cannot be combined with -p, --chat or -i";
     else if (o->system != NULL && !o->chat)
@@ -252,6 +281,12 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
     }
     if (o->n_predict < 0)
         o->n_predict = o->tokens != NULL ? 16 : 128;
+    if (o->batch_file != NULL && o->n_predict < 1) {
+        bt_log_error("-n 0: a batch request generates at least one token");
+        return BT_ERR_ARG;
+    }
+    if (o->batch_file != NULL && o->parallel == 0)
+        o->parallel = BT_BATCH_DEFAULT_PARALLEL;
     if (o->tokens != NULL && !o->temp_given)
         o->sampling.temp = 0.0f; /* raw ids mode is greedy unless asked */
     if (o->n_ctx > 0 && o->tokens != NULL && o->n_ctx < o->n_tokens + o->n_predict) {
@@ -636,6 +671,19 @@ static int run(const options_t *o, MPI_Comm comm)
     return st == BT_OK ? 0 : 1;
 }
 
+/* --batch-file: the options as the batch frontend takes them (batch.h). */
+static bt_batch_options_t batch_options(const options_t *o)
+{
+    return (bt_batch_options_t){
+        .model = o->model, .path = o->batch_file, .output = o->output,
+        .dump_prefix = o->dump_logits, .n_parallel = o->parallel, .n_groups = o->groups,
+        .n_predict = o->n_predict, .n_ctx = o->n_ctx, .ubatch = o->ubatch,
+        .threads = o->threads, .ratios = o->ratios, .n_ratios = o->n_ratios, .ops = o->ops,
+        .no_mmap = !o->mmap, .kv_type = (uint32_t)o->kv_type, .sampling = o->sampling,
+        .seed_given = o->seed_given,
+    };
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank, size;
@@ -648,6 +696,9 @@ int main(int argc, char **argv)
     /* every rank parses the same command line; rank 0 reports */
     bt_log_capture(1);
     bt_status_t st = parse_args(argc, argv, bt_default_threads(MPI_COMM_WORLD), &o);
+    bt_batch_options_t bo = batch_options(&o);
+    if (st == BT_OK && o.batch_file != NULL)
+        st = bt_batch_check_options(&bo);
     bt_log_flush_captured(rank == 0);
     bt_log_capture(0);
     int rc;
@@ -662,7 +713,7 @@ int main(int argc, char **argv)
     } else {
         if (o.verbose)
             bt_log_set_level(BT_LOG_DEBUG);
-        rc = run(&o, MPI_COMM_WORLD);
+        rc = o.batch_file ? bt_batch_run(&bo, MPI_COMM_WORLD) : run(&o, MPI_COMM_WORLD);
     }
     free(o.tokens);
     free(o.ratios);
