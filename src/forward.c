@@ -1,6 +1,7 @@
 /* forward.c: embedding, the llama layer block, and the output head. */
 #include "forward.h"
 
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -134,26 +135,51 @@ bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, 
     return BT_OK;
 }
 
-/* The cache stores, then attention, of every run; all stores come first,
- * so a run may read keys another run of its slot in this micro-batch
- * wrote. */
-static void attention(bt_forward_t *f, int il)
+/* Runs of at most this many rows (decode rows, short prompt chunks) share
+ * one parallel loop, one run per thread; longer runs split their own work
+ * over the team. */
+#define BT_SHORT_RUN 8
+
+static void attend_run(const bt_forward_t *f, int il, const bt_run_t *r, const bt_scratch_t *s)
 {
     const bt_hparams_t *hp = &f->m->hp;
     const bt_kv_cache_t *kv = &f->kv;
-    const size_t q_dim = (size_t)hp->n_head * hp->head_dim;
+    const size_t at = (size_t)r->first * (size_t)hp->n_head * (size_t)hp->head_dim;
+    f->ops->attention(f->att + at, f->q + at, bt_kv_cache_k(kv, il, r->slot),
+                      bt_kv_cache_v(kv, il, r->slot), kv->type, r->n, r->pos0, hp->n_head,
+                      hp->n_head_kv, hp->head_dim, kv->k_stride, s);
+}
+
+/* The cache stores, then attention, of every run; all stores come first,
+ * so a run may read keys another run of its slot in this micro-batch
+ * wrote. A row's result is the same on one thread or many (kernels.h), so
+ * how the runs are spread over threads changes only the time. */
+static void attention(bt_forward_t *f, int il)
+{
+    const bt_kv_cache_t *kv = &f->kv;
+    int n_short = 0;
     for (int i = 0; i < f->n_runs; i++) {
         const bt_run_t *r = &f->runs[i];
         const size_t at = (size_t)r->first * (size_t)kv->kv_dim;
         bt_kv_cache_put_k(kv, il, r->slot, f->k + at, r->n, r->pos0);
         bt_kv_cache_put_v(kv, il, r->slot, f->v + at, r->n, r->pos0);
+        n_short += r->n <= BT_SHORT_RUN;
     }
-    for (int i = 0; i < f->n_runs; i++) {
-        const bt_run_t *r = &f->runs[i];
-        const size_t at = (size_t)r->first * q_dim;
-        f->ops->attention(f->att + at, f->q + at, bt_kv_cache_k(kv, il, r->slot),
-                          bt_kv_cache_v(kv, il, r->slot), kv->type, r->n, r->pos0, hp->n_head,
-                          hp->n_head_kv, hp->head_dim, kv->k_stride, &f->scratch);
+    const bt_scratch_t *s = &f->scratch;
+    const int team = s->n_threads < n_short ? s->n_threads : n_short;
+    for (int i = 0; i < f->n_runs; i++)
+        if (f->runs[i].n > BT_SHORT_RUN || team < 2)
+            attend_run(f, il, &f->runs[i], s);
+    if (team < 2)
+        return;
+#pragma omp parallel num_threads(team)
+    {
+        const bt_scratch_t mine = {s->buf + (size_t)omp_get_thread_num() * s->per_thread,
+                                   s->per_thread, 1};
+#pragma omp for schedule(dynamic, 1)
+        for (int i = 0; i < f->n_runs; i++)
+            if (f->runs[i].n <= BT_SHORT_RUN)
+                attend_run(f, il, &f->runs[i], &mine);
     }
 }
 

@@ -14,6 +14,8 @@
  *                right reason, and its ids are its solo run's.
  *   sampled:     seeded sampled requests give their solo run's ids at
  *                --parallel 1 and 8.
+ *   threads:     the same with 2 threads per rank (attention of short runs
+ *                spread over the team).
  * The model is tests/data/golden/tiny-llama-golden-f32.gguf (256 ids).
  */
 #include <check.h>
@@ -151,6 +153,7 @@ static void job_free(job_t *j)
 }
 
 static bt_pipe_t pipe_;
+static bt_pipe_config_t pipe_cfg;
 
 static void serve(job_t *j, int n_slots, int ubatch, bool sync, int n_groups)
 {
@@ -206,6 +209,26 @@ START_TEST(test_composition)
                 job_free(&j);
                 ck_assert_msg(all_ok(ok), "%s: a sequence depends on its batch", what);
             }
+}
+END_TEST
+
+/* Two threads per rank: short runs' attention spread over the team. */
+START_TEST(test_threads)
+{
+    bt_pipe_t one = pipe_;
+    bt_pipe_config_t cfg = pipe_cfg;
+    cfg.n_threads = 2;
+    ck_assert_int_eq(bt_pipe_init(&pipe_, MPI_COMM_WORLD, &cfg), BT_OK);
+    job_t j;
+    job_init(&j, greedy, N_REQ);
+    serve(&j, N_SLOTS, MAX_TOK, false, 0);
+    int ok = 1;
+    for (int i = 0; i < N_REQ; i++)
+        ok &= matches(&j, i, "2 threads");
+    job_free(&j);
+    bt_pipe_free(&pipe_);
+    pipe_ = one;
+    ck_assert_msg(all_ok(ok), "%d ranks, 2 threads: a sequence depends on the team", size);
 }
 END_TEST
 
@@ -340,12 +363,12 @@ int main(int argc, char **argv)
     int ok = 1;
     for (int i = 0; i < N_REQ; i++)
         ok &= run_alone(&greedy[i]) && run_alone(&sampled[i]);
-    bt_pipe_config_t cfg = {
+    pipe_cfg = (bt_pipe_config_t){
         .model_path = model_path, .head_share = 0.3, .n_ctx = N_CTX, .max_tok = MAX_TOK,
         .n_threads = 1, .ops = &bt_ops_cpu, .all_logits = true, .trace_events = 1 << 14,
         .n_slots = N_SLOTS,
     };
-    if (!all_ok(ok) || bt_pipe_init(&pipe_, MPI_COMM_WORLD, &cfg) != BT_OK) {
+    if (!all_ok(ok) || bt_pipe_init(&pipe_, MPI_COMM_WORLD, &pipe_cfg) != BT_OK) {
         if (rank == 0)
             fprintf(stderr, "cannot run the solo references or open the pipe on %s\n",
                     model_path);
@@ -357,6 +380,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 600);
     tcase_add_checked_fixture(tc, abort_on_failure, NULL);
     tcase_add_test(tc, test_composition);
+    tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_golden_among_others);
     tcase_add_test(tc, test_reuse);
     tcase_add_test(tc, test_sampled);

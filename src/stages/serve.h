@@ -5,10 +5,9 @@
  * Terms. A row is one token of one sequence in a micro-batch: its KV slot,
  * its position, and whether the last stage computes its logits and samples
  * from them. A slot is one sequence's part of the KV cache (-c positions);
- * the cache holds --parallel P of them. A group is one micro-batch in
- * flight: rank 0 keeps up to n_groups of them between itself and the last
- * stage, so with S stages and at least S groups every stage has work while
- * the others do too.
+ * the cache holds --parallel P of them. A group is a micro-batch of decode
+ * rows in flight: with S stages and S groups (the default) every stage
+ * works on a different group while the others do too.
  *
  * Rank 0 schedules. Whenever fewer than max(n_groups, S + 1) micro-batches
  * are in flight (one with sync) and rows are waiting, it forms the next:
