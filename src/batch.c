@@ -485,10 +485,11 @@ static void progress(batch_t *b, bool force)
     double tps = el > 0 ? (double)b->n_gen_tok / el : 0.0;
     int left = b->n_requests - b->n_done;
     if (b->n_done > 0 && left > 0)
-        bt_log_info("batch: %d/%d requests done, %lld tokens, %.1f t/s, ETA %.0f s", b->n_done,
+        bt_log_info("batch: %d/%d requests done, %lld tokens generated, %.1f t/s, ETA %.0f s",
+                    b->n_done,
                     b->n_requests, (long long)b->n_gen_tok, tps, el * left / b->n_done);
     else
-        bt_log_info("batch: %d/%d requests done, %lld tokens, %.1f t/s", b->n_done,
+        bt_log_info("batch: %d/%d requests done, %lld tokens generated, %.1f t/s", b->n_done,
                     b->n_requests, (long long)b->n_gen_tok, tps);
 }
 
@@ -786,7 +787,8 @@ int bt_batch_run(const bt_batch_options_t *o, MPI_Comm comm)
             s = setup_last(&b);
         st = bt_transport_agree(comm, s);
         bt_serve_config_t scfg = {.n_slots = o->n_parallel, .n_groups = o->n_groups,
-                                  .ubatch = o->ubatch, .all_logits = o->dump_prefix != NULL};
+                                  .ubatch = o->ubatch, .sync = o->sync,
+                                  .all_logits = o->dump_prefix != NULL};
         bt_serve_hooks_t hooks = {.next = hook_next, .token = hook_token,
                                   .finish = hook_finish, .logits = hook_logits, .arg = &b};
         bt_serve_stats_t stats = {0};
@@ -795,13 +797,14 @@ int bt_batch_run(const bt_batch_options_t *o, MPI_Comm comm)
             bt_log_error("batch job failed (%s); stopping every rank", bt_status_str(st));
             MPI_Abort(comm, 1);
         }
-        if (st == BT_OK)
-            bt_pipe_report_memory(&b.pipe); /* collective: every rank is here */
         if (st == BT_OK && rank == 0) {
             progress(&b, true);
             summary(&b, &stats);
-            st = b.out_status;
         }
+        if (st == BT_OK)
+            bt_pipe_report_memory(&b.pipe); /* collective: every rank is here */
+        if (st == BT_OK && rank == 0)
+            st = b.out_status;
         bt_pipe_free(&b.pipe);
     }
     if (b.out_owned && close(b.out_fd) != 0 && st == BT_OK) {

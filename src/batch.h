@@ -36,6 +36,7 @@ typedef struct bt_batch_options {
     int n_predict;           /* -n: a request's default n_predict */
     int n_ctx;               /* -c: context per slot; 0: the model's, at most 4096 */
     int ubatch;              /* -ub: rows per micro-batch */
+    bool sync;               /* --pipeline 0: one micro-batch in flight at a time */
     int threads;
     const double *ratios;    /* -ts; NULL: balance the cost */
     int n_ratios;

@@ -677,7 +677,7 @@ static bt_batch_options_t batch_options(const options_t *o)
     return (bt_batch_options_t){
         .model = o->model, .path = o->batch_file, .output = o->output,
         .dump_prefix = o->dump_logits, .n_parallel = o->parallel, .n_groups = o->groups,
-        .n_predict = o->n_predict, .n_ctx = o->n_ctx, .ubatch = o->ubatch,
+        .n_predict = o->n_predict, .n_ctx = o->n_ctx, .ubatch = o->ubatch, .sync = !o->pipeline,
         .threads = o->threads, .ratios = o->ratios, .n_ratios = o->n_ratios, .ops = o->ops,
         .no_mmap = !o->mmap, .kv_type = (uint32_t)o->kv_type, .sampling = o->sampling,
         .seed_given = o->seed_given,

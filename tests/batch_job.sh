@@ -228,11 +228,11 @@ for l in open(sys.argv[1]):
     done <"$tmp/twenty.jsonl"
     return "$bad_n"
 }
-for np in 1 2; do
-    if run $np -m "$m" --batch-file "$tmp/twenty.jsonl" --parallel 4 -c 64 -t 1 \
+for np in 1 2; do # prompts in chunks of 8 and 16 rows
+    if run $np -m "$m" --batch-file "$tmp/twenty.jsonl" --parallel 4 -c 64 -t 1 -ub $((8 * np)) \
         -o "$tmp/twenty$np.out" --dump-logits "$tmp/dump$np" >/dev/null 2>"$tmp/err" &&
         [ "$(wc -l <"$tmp/twenty$np.out")" -eq 20 ] && solo_match $np "$tmp/twenty$np.out"; then
-        ok "$np rank(s): 20 requests at --parallel 4 each equal its solo --tokens run (3 dumps too)"
+        ok "$np rank(s): 20 requests at --parallel 4, -ub $((8 * np)): each equal its solo --tokens run (3 dumps too)"
     else
         bad "$np rank(s): 20 requests against solo runs"; tail -n 5 "$tmp/err"
     fi

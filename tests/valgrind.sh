@@ -73,6 +73,12 @@ run() {
 tokens=1,2,3,4,5,6,7,8,9,10,11,12
 run baton-np1 1 ./baton -m "$model" --tokens "$tokens" -n 4 -t 2 -ub 4
 run baton-np2 2 ./baton -m "$model" --tokens "$tokens" -n 4 -t 2 -ub 4 --pipeline 1
+# --batch-file: good and bad lines, per-request dumps on the last stage
+printf '%s\n' '{"id": 1, "tokens": [1, 2, 3], "n_predict": 3}' 'not json' \
+    '{"id": 3, "tokens": [4, 5], "temp": 0.7, "seed": 1}' '{"id": 4, "tokens": [999]}' \
+    '{"id": 5, "tokens": [6], "n_predict": 2}' >"$out/batch.jsonl"
+run batch-np2 2 ./baton -m "$model" --batch-file "$out/batch.jsonl" --parallel 2 -c 32 -t 2 \
+    -o "$out/batch.out" --dump-logits "$out/batch-dump"
 run bench-np1 1 ./baton-bench -m "$model" -p 16 -n 4 -r 1 -t 2 -ub 8 --hdf5 "$out/np1.h5"
 run bench-np2 2 ./baton-bench -m "$model" -p 16 -n 4 -r 1 -t 2 -ub 8 --pipeline 0,1 --hdf5 "$out/np2.h5"
 [ "$status" -eq 0 ] && echo "valgrind: ok"
