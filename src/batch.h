@@ -32,7 +32,7 @@ typedef struct bt_batch_options {
     const char *output;      /* -o: the completions; NULL: stdout */
     const char *dump_prefix; /* --dump-logits PREFIX: PREFIX.<line> per request; NULL: none */
     int n_parallel;          /* --parallel: sequences at once (KV slots) */
-    int n_groups;            /* --groups: micro-batches in flight; 0: automatic */
+    int n_groups;            /* --groups: decode groups; 0: automatic (one per stage) */
     int n_predict;           /* -n: a request's default n_predict */
     int n_ctx;               /* -c: context per slot; 0: the model's, at most 4096 */
     int ubatch;              /* -ub: rows per micro-batch */

@@ -96,8 +96,8 @@ static void usage(FILE *f)
             "  -o, --output FILE         --batch-file: where the completions go (default stdout)\n"
             "      --parallel N          --batch-file: sequences at once, each with its own\n"
             "                            -c positions of KV cache (default 8)\n"
-            "      --groups N            --batch-file: micro-batches in flight (default: enough\n"
-            "                            for every stage)\n"
+            "      --groups N            --batch-file: decode groups the sequences spread over\n"
+            "                            (default: one per stage)\n"
             "  -v, --verbose             more logging\n"
             "  -h, --help                this text\n");
 }
