@@ -547,7 +547,8 @@ static bool hook_next(void *arg, int *id, bt_seq_req_t *req)
 {
     batch_t *b = arg;
     size_t len;
-    while (b->out_status == BT_OK && read_line(b, &len)) {
+    /* the lines counted at the start, even if the file grows meanwhile */
+    while (b->out_status == BT_OK && b->line_no < b->n_lines && read_line(b, &len)) {
         if (is_blank(b->line, len))
             continue;
         if (b->n_free == 0) { /* the engine admits at most n_slots at once */
@@ -687,7 +688,7 @@ static bt_status_t setup_rank0(batch_t *b)
     b->chatml = bt_chat_is_chatml(b->pipe.model->gguf);
     b->template_system = bt_chat_template_system(b->pipe.model->gguf);
     const size_t P = (size_t)o->n_parallel;
-    const size_t R = (size_t)b->n_requests + 1;
+    const size_t R = (size_t)b->n_lines + 1; /* >= the requests, whatever the file does */
     b->pool = calloc(P, sizeof *b->pool);
     b->free_slots = malloc(P * sizeof *b->free_slots);
     b->slot_of_line = calloc((size_t)b->n_lines + 1, sizeof *b->slot_of_line);

@@ -35,8 +35,8 @@ cleanup() {
 trap cleanup EXIT
 pass=0
 fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+ok() { pass=$((pass + 1)); echo "ok $pass - $*"; }
+bad() { fail=$((fail + 1)); echo "not ok - $*"; }
 
 m="$tmp/tiny.gguf"
 "$bin/baton-mkmodel" --shape tiny --n-layer 4 -o "$m" >/dev/null 2>&1 ||
@@ -188,11 +188,13 @@ for np in 1 2; do
     stops $np "cannot read '.*'" -m "$m" --batch-file "$tmp"
     stops $np "-o: cannot create '.*/no/such/dir/out'" -m "$m" --batch-file "$tmp/one.jsonl" \
         -o "$tmp/no/such/dir/out"
-    stops $np "--parallel: 0 is out of range" -m "$m" --batch-file "$tmp/one.jsonl" --parallel 0 -o "$tmp/stop.out"
+    stops $np "--parallel: 0 is out of range" -m "$m" --batch-file "$tmp/one.jsonl" --parallel 0 \
+        -o "$tmp/stop.out"
     stops $np "--parallel: 'many'" -m "$m" --batch-file "$tmp/one.jsonl" --parallel many
     stops $np "--parallel: -2 is out of range" -m "$m" --batch-file "$tmp/one.jsonl" --parallel -2
     stops $np "--groups: 0 is out of range" -m "$m" --batch-file "$tmp/one.jsonl" --groups 0
-    stops $np "--temp must be >= 0" -m "$m" --batch-file "$tmp/one.jsonl" --temp -1 -o "$tmp/stop.out"
+    stops $np "--temp must be >= 0" -m "$m" --batch-file "$tmp/one.jsonl" --temp -1 \
+        -o "$tmp/stop.out"
     stops $np "cannot be combined with -p" -m "$m" --batch-file "$tmp/one.jsonl" -p hi
     stops $np "need --batch-file" -m "$m" --tokens 1,2 --parallel 4
 done
@@ -204,13 +206,15 @@ r = random.Random(7)
 with open(sys.argv[1], 'w') as f:
     for i in range(20):
         toks = [r.randrange(256) for _ in range(r.randrange(1, 40))]
-        f.write(json.dumps({'id': 'r%d' % i, 'tokens': toks, 'n_predict': r.randrange(1, 24)}) + '\n')
+        q = {'id': 'r%d' % i, 'tokens': toks, 'n_predict': r.randrange(1, 24)}
+        f.write(json.dumps(q) + '\n')
 PY
 solo_match() { # NP OUT: every line's ids against baton --tokens (dumps for lines 1, 7, 20)
     local np=$1 out=$2 line=0 req toks n want got bad_n=0
     while IFS= read -r req; do
         line=$((line + 1))
-        toks=$("$py" -c 'import json,sys; print(",".join(map(str, json.loads(sys.argv[1])["tokens"])))' "$req")
+        toks=$("$py" -c 'import json,sys
+print(",".join(map(str, json.loads(sys.argv[1])["tokens"])))' "$req")
         n=$("$py" -c 'import json,sys; print(json.loads(sys.argv[1])["n_predict"])' "$req")
         want=$(timeout 60 "$bin/baton" -m "$m" --tokens "$toks" -n "$n" -t 1 \
             --dump-logits "$tmp/solo.bin" 2>/dev/null)
@@ -223,7 +227,7 @@ for l in open(sys.argv[1]):
         fi
         case $line in 1|7|20)
             cmp -s "$tmp/solo.bin" "$tmp/dump$np.$line" ||
-                { bad_n=$((bad_n + 1)); echo "# line $line: --dump-logits rows differ from solo"; } ;;
+                { bad_n=$((bad_n + 1)); echo "# line $line: dump differs from solo"; } ;;
         esac
     done <"$tmp/twenty.jsonl"
     return "$bad_n"
@@ -232,7 +236,8 @@ for np in 1 2; do # prompts in chunks of 8 and 16 rows
     if run $np -m "$m" --batch-file "$tmp/twenty.jsonl" --parallel 4 -c 64 -t 1 -ub $((8 * np)) \
         -o "$tmp/twenty$np.out" --dump-logits "$tmp/dump$np" >/dev/null 2>"$tmp/err" &&
         [ "$(wc -l <"$tmp/twenty$np.out")" -eq 20 ] && solo_match $np "$tmp/twenty$np.out"; then
-        ok "$np rank(s): 20 requests at --parallel 4, -ub $((8 * np)): each equal its solo --tokens run (3 dumps too)"
+        ok "$np rank(s): 20 requests at --parallel 4, -ub $((8 * np)):" \
+            "each equal its solo --tokens run (3 dumps too)"
     else
         bad "$np rank(s): 20 requests against solo runs"; tail -n 5 "$tmp/err"
     fi
@@ -265,7 +270,8 @@ PY
 for cfg in "1 1" "1 8" "2 1" "2 8"; do
     set -- $cfg
     run "$1" -m "$m" --batch-file "$tmp/sampled.jsonl" --parallel "$2" -c 64 -t 1 --seed 42 \
-        -o "$tmp/s-$1-$2.out" >/dev/null 2>"$tmp/err" || { bad "sampled on $1 rank(s), --parallel $2"; cat "$tmp/err"; }
+        -o "$tmp/s-$1-$2.out" >/dev/null 2>"$tmp/err" ||
+        { bad "sampled on $1 rank(s), --parallel $2"; cat "$tmp/err"; }
 done
 for cfg in "1 8" "2 1" "2 8"; do
     set -- $cfg
@@ -300,7 +306,8 @@ EOF
     for cfg in "1 1" "1 8" "2 4"; do
         set -- $cfg
         run "$1" -m "$sm" --batch-file "$tmp/text.jsonl" --parallel "$2" -c 256 -t 1 --seed 5 \
-            -o "$tmp/t-$1-$2.out" >/dev/null 2>"$tmp/err" || { bad "text on $1 rank(s)"; cat "$tmp/err"; }
+            -o "$tmp/t-$1-$2.out" >/dev/null 2>"$tmp/err" ||
+            { bad "text on $1 rank(s)"; cat "$tmp/err"; }
     done
     if "$py" - "$tmp"/t-1-1.out "$tmp"/t-1-8.out "$tmp"/t-2-4.out <<'PY'
 import json, sys
@@ -310,7 +317,8 @@ for r in runs:
     assert all(r[k]['finish_reason'] in ('stop', 'length') and r[k]['n_gen'] >= 1 for k in 'abce')
     assert [(k, r[k]['text']) for k in 'abce'] == [(k, runs[0][k]['text']) for k in 'abce']
 PY
-    then ok "SmolLM2: text and chat requests, the same text at --parallel 1 and 8 and on 2 ranks; a prompt over -c is an error line"
+    then ok "SmolLM2: text and chat requests, the same text at --parallel 1 and 8 and on" \
+        "2 ranks; a prompt over -c is an error line"
     else bad "SmolLM2 text requests"; fi
     # a chat request's text and ids equal baton --chat's
     want=$(timeout 120 "$bin/baton" -m "$sm" --chat -p "What is the capital of France?" -n 16 \
@@ -318,10 +326,12 @@ PY
     got=$("$py" -c 'import json,sys
 for o in map(json.loads, open(sys.argv[1])):
     if o["id"] == "b": print(",".join(map(str, o["tokens"])))' "$tmp/t-1-8.out")
-    if [ -n "$want" ] && [ "$want" = "$got" ]; then ok "SmolLM2: a chat request's ids equal baton --chat's"
+    if [ -n "$want" ] && [ "$want" = "$got" ]; then
+        ok "SmolLM2: a chat request's ids equal baton --chat's"
     else bad "SmolLM2 chat request: '$got', baton --chat: '$want'"; fi
 else
-    echo "SKIP: text and chat requests: SmolLM2 model not found at ${sm:-BT_SMOLLM2} (run scripts/fetch-smollm2)"
+    echo "SKIP: text and chat requests: SmolLM2 model not found at ${sm:-BT_SMOLLM2}" \
+        "(run scripts/fetch-smollm2)"
 fi
 
 # ---- a rank SIGKILLed during a job ----
