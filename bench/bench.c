@@ -342,6 +342,7 @@ static void row_init(bt_bench_row_t *row, const bench_t *b, const bt_bench_test_
         .n_gen = t->n_gen,
         .n_ranks = b->size,
         .pipeline = t->pipeline,
+        .n_parallel = t->parallel,
     };
     bt_bench_test_name(t, row->test, sizeof row->test);
     snprintf(row->build_commit, sizeof row->build_commit, "%s", b->run.build_commit);
