@@ -10,6 +10,8 @@
  * BEFORE.h5 (a copy taken before an append), that the rows it held are
  * unchanged byte for byte; "none" says the file has no earlier copy (a
  * first write), so no call can skip the comparison by leaving it out.
+ *   check_results --set-version FILE N
+ * rewrites FILE's format_version to N (tests/bad_input.sh);
  *   check_results --writer DIR
  * instead drives the writer (bench/results_h5.c) itself in DIR: a row with
  * n_parallel written and read back, and files of an older and a newer
@@ -537,15 +539,35 @@ static int run_writer_suite(void)
     return tu_run(s);
 }
 
+/* --set-version FILE N: rewrites FILE's format_version to N (a file of
+ * another version for tests/bad_input.sh); 0 on success. */
+static int set_version_main(const char *file, const char *value)
+{
+    int version = (int)strtol(value, NULL, 10);
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t a = f >= 0 ? H5Aopen(f, "format_version", H5P_DEFAULT) : -1;
+    herr_t rc = a >= 0 ? H5Awrite(a, H5T_NATIVE_INT, &version) : -1;
+    if (a >= 0)
+        H5Aclose(a);
+    if (f >= 0 && H5Fclose(f) < 0)
+        rc = -1;
+    if (rc < 0)
+        fprintf(stderr, "check_results: cannot set format_version of %s to %d\n", file, version);
+    return rc < 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--set-version") == 0)
+        return set_version_main(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "--writer") == 0) {
         dir = argv[2];
         return run_writer_suite() == 0 ? 0 : 1;
     }
     if (argc != 6) {
         fprintf(stderr, "usage: check_results FILE N_RUNS N_ROWS N_LAYER BEFORE.h5|none\n"
-                        "       check_results --writer DIR\n");
+                        "       check_results --writer DIR\n"
+                        "       check_results --set-version FILE N\n");
         return 2;
     }
     path = argv[1];
