@@ -1,6 +1,7 @@
 /* forward.c: embedding, the llama layer block, and the output head. */
 #include "forward.h"
 
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,7 +11,7 @@ static size_t scratch_per_thread(const bt_model_t *m, int n_ctx)
     return bt_scratch_floats(n_in, n_ctx);
 }
 
-size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int max_tok, int n_threads,
+size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int n_slot, int max_tok, int n_threads,
                         uint32_t kv_type)
 {
     const bt_hparams_t *hp = &m->hp;
@@ -19,17 +20,20 @@ size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int max_tok, int n_threa
     size_t act = (size_t)max_tok *
                  (2 * (size_t)hp->n_embd + 2 * q_dim + 2 * kv_dim + 2 * (size_t)hp->n_ff);
     size_t scratch = (size_t)n_threads * scratch_per_thread(m, n_ctx);
-    return (act + scratch) * sizeof(float) +
-           bt_kv_cache_bytes(m->last - m->first, n_ctx, hp->n_head_kv * hp->head_dim, kv_type);
+    size_t rows = (size_t)max_tok * (sizeof(bt_row_t) + sizeof(bt_run_t)) +
+                  (size_t)n_slot * sizeof(int);
+    return (act + scratch) * sizeof(float) + rows +
+           bt_kv_cache_bytes(m->last - m->first, n_slot, n_ctx, hp->n_head_kv * hp->head_dim,
+                             kv_type);
 }
 
-bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx, int max_tok,
-                            int n_threads, uint32_t kv_type, bt_forward_t **out)
+bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx, int n_slot,
+                            int max_tok, int n_threads, uint32_t kv_type, bt_forward_t **out)
 {
     const bt_hparams_t *hp = &m->hp;
-    if (n_ctx < 1 || max_tok < 1 || n_threads < 1) {
-        bt_log_error("forward: n_ctx %d, micro-batch %d and threads %d must all be >= 1", n_ctx,
-                     max_tok, n_threads);
+    if (n_ctx < 1 || n_slot < 1 || max_tok < 1 || n_threads < 1) {
+        bt_log_error("forward: n_ctx %d, slots %d, micro-batch %d and threads %d must all be "
+                     ">= 1", n_ctx, n_slot, max_tok, n_threads);
         return BT_ERR_ARG;
     }
     if (kv_type != BT_TYPE_F32 && kv_type != BT_TYPE_F16) {
@@ -37,10 +41,10 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
         return BT_ERR_ARG;
     }
     char what[96];
-    snprintf(what, sizeof what, "the KV cache and buffers (%d positions, micro-batch %d)", n_ctx,
-             max_tok);
-    bt_status_t st =
-        bt_mem_check(what, bt_forward_bytes(m, n_ctx, max_tok, n_threads, kv_type));
+    snprintf(what, sizeof what, "the KV cache and buffers (%d x %d positions, micro-batch %d)",
+             n_slot, n_ctx, max_tok);
+    const size_t bytes = bt_forward_bytes(m, n_ctx, n_slot, max_tok, n_threads, kv_type);
+    bt_status_t st = bt_mem_check(what, bytes);
     if (st != BT_OK)
         return st;
     bt_forward_t *f = calloc(1, sizeof *f);
@@ -49,9 +53,10 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
     f->m = m;
     f->ops = ops;
     f->n_ctx = n_ctx;
+    f->n_slot = n_slot;
     f->max_tok = max_tok;
-    st = bt_kv_cache_init(&f->kv, m->last - m->first, n_ctx, hp->n_head_kv * hp->head_dim,
-                          kv_type);
+    st = bt_kv_cache_init(&f->kv, m->last - m->first, n_slot, n_ctx,
+                          hp->n_head_kv * hp->head_dim, kv_type);
     if (st != BT_OK)
         goto fail_kv;
     const size_t q_dim = (size_t)hp->n_head * hp->head_dim;
@@ -67,9 +72,13 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
     f->o = malloc(mt * hp->n_embd * sizeof(float));
     f->gate = malloc(mt * hp->n_ff * sizeof(float));
     f->up = malloc(mt * hp->n_ff * sizeof(float));
-    if (!f->scratch.buf || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->o || !f->gate || !f->up) {
-        bt_log_error("forward: cannot allocate %zu bytes of activations for %d tokens",
-                     bt_forward_bytes(m, n_ctx, max_tok, n_threads, kv_type), max_tok);
+    f->rows = malloc(mt * sizeof *f->rows);
+    f->runs = malloc(mt * sizeof *f->runs);
+    f->slot_next = malloc((size_t)n_slot * sizeof *f->slot_next);
+    if (!f->scratch.buf || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->o || !f->gate ||
+        !f->up || !f->rows || !f->runs || !f->slot_next) {
+        bt_log_error("forward: cannot allocate %zu bytes of activations for %d tokens", bytes,
+                     max_tok);
         st = BT_ERR_NOMEM;
         goto fail_buffers;
     }
@@ -88,6 +97,9 @@ void bt_forward_free(bt_forward_t *f)
 {
     if (f == NULL)
         return;
+    free(f->slot_next);
+    free(f->runs);
+    free(f->rows);
     free(f->up);
     free(f->gate);
     free(f->o);
@@ -123,8 +135,70 @@ bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, 
     return BT_OK;
 }
 
+/* Runs of at most this many rows (decode rows, short prompt chunks) share
+ * one parallel loop, one run per thread; longer runs split their own work
+ * over the team. */
+#define BT_SHORT_RUN 8
+
+static void attend_run(const bt_forward_t *f, int il, const bt_run_t *r, const bt_scratch_t *s)
+{
+    const bt_hparams_t *hp = &f->m->hp;
+    const bt_kv_cache_t *kv = &f->kv;
+    const size_t at = (size_t)r->first * (size_t)hp->n_head * (size_t)hp->head_dim;
+    f->ops->attention(f->att + at, f->q + at, bt_kv_cache_k(kv, il, r->slot),
+                      bt_kv_cache_v(kv, il, r->slot), kv->type, r->n, r->pos0, hp->n_head,
+                      hp->n_head_kv, hp->head_dim, kv->k_stride, s);
+}
+
+/* The cache stores, then attention, of every run; all stores come first,
+ * so a run may read keys another run of its slot in this micro-batch
+ * wrote. A row's result is the same on one thread or many (kernels.h), so
+ * how the runs are spread over threads changes only the time. */
+static void attention(bt_forward_t *f, int il)
+{
+    const bt_kv_cache_t *kv = &f->kv;
+    int n_short = 0;
+    for (int i = 0; i < f->n_runs; i++) {
+        const bt_run_t *r = &f->runs[i];
+        const size_t at = (size_t)r->first * (size_t)kv->kv_dim;
+        bt_kv_cache_put_k(kv, il, r->slot, f->k + at, r->n, r->pos0);
+        bt_kv_cache_put_v(kv, il, r->slot, f->v + at, r->n, r->pos0);
+        n_short += r->n <= BT_SHORT_RUN;
+    }
+    const bt_scratch_t *s = &f->scratch;
+    const int team = s->n_threads < n_short ? s->n_threads : n_short;
+    for (int i = 0; i < f->n_runs; i++)
+        if (f->runs[i].n > BT_SHORT_RUN || team < 2)
+            attend_run(f, il, &f->runs[i], s);
+    if (team < 2)
+        return;
+#pragma omp parallel num_threads(team)
+    {
+        const bt_scratch_t mine = {s->buf + (size_t)omp_get_thread_num() * s->per_thread,
+                                   s->per_thread, 1};
+#pragma omp for schedule(dynamic, 1)
+        for (int i = 0; i < f->n_runs; i++)
+            if (f->runs[i].n <= BT_SHORT_RUN)
+                attend_run(f, il, &f->runs[i], &mine);
+    }
+}
+
+/* Rotary embedding of q and k, run by run (each at its own positions). */
+static void rope(bt_forward_t *f)
+{
+    const bt_hparams_t *hp = &f->m->hp;
+    const size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)f->kv.kv_dim;
+    for (int i = 0; i < f->n_runs; i++) {
+        const bt_run_t *r = &f->runs[i];
+        bt_rope_norm_f32(f->q + r->first * q_dim, r->n, r->pos0, hp->n_head, hp->head_dim,
+                         hp->n_rot, hp->rope_base);
+        bt_rope_norm_f32(f->k + r->first * kv_dim, r->n, r->pos0, hp->n_head_kv, hp->head_dim,
+                         hp->n_rot, hp->rope_base);
+    }
+}
+
 /* One llama block on x [n_tok, n_embd] in place. */
-static void layer(bt_forward_t *f, int il, float *x, int n_tok, int pos0)
+static void layer(bt_forward_t *f, int il, float *x, int n_tok)
 {
     const bt_hparams_t *hp = &f->m->hp;
     const bt_layer_t *l = &f->m->layers[il];
@@ -137,13 +211,8 @@ static void layer(bt_forward_t *f, int il, float *x, int n_tok, int pos0)
     ops->matmul(f->q, &l->wq, f->xn, n_tok, s);
     ops->matmul(f->k, &l->wk, f->xn, n_tok, s);
     ops->matmul(f->v, &l->wv, f->xn, n_tok, s);
-    bt_rope_norm_f32(f->q, n_tok, pos0, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_base);
-    bt_rope_norm_f32(f->k, n_tok, pos0, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_base);
-    bt_kv_cache_put_k(&f->kv, il, f->k, n_tok, pos0);
-    bt_kv_cache_put_v(&f->kv, il, f->v, n_tok, pos0);
-    ops->attention(f->att, f->q, bt_kv_cache_k(&f->kv, il), bt_kv_cache_v(&f->kv, il),
-                   f->kv.type, n_tok, pos0, hp->n_head, hp->n_head_kv, hp->head_dim,
-                   f->kv.k_stride, s);
+    rope(f);
+    attention(f, il);
     ops->matmul(f->o, &l->wo, f->att, n_tok, s);
     bt_add_f32(x, f->o, (int64_t)n_tok * n_embd);
 
@@ -156,6 +225,49 @@ static void layer(bt_forward_t *f, int il, float *x, int n_tok, int pos0)
     bt_add_f32(x, f->o, (int64_t)n_tok * n_embd);
 }
 
+/* Checks the rows against the cache and splits them into runs. */
+static bt_status_t make_runs(bt_forward_t *f, const bt_row_t *rows, int n_rows)
+{
+    if (n_rows < 1 || n_rows > f->max_tok) {
+        bt_log_error("forward: %d rows do not fit a micro-batch of at most %d", n_rows,
+                     f->max_tok);
+        return BT_ERR_ARG;
+    }
+    for (int s = 0; s < f->n_slot; s++)
+        f->slot_next[s] = 0;
+    f->n_runs = 0;
+    for (int r = 0; r < n_rows; r++) {
+        const bt_row_t *w = &rows[r];
+        if (w->slot < 0 || w->slot >= f->n_slot || w->pos < f->slot_next[w->slot] ||
+            w->pos >= f->n_ctx) {
+            bt_log_error("forward: row %d (slot %d, position %d) does not fit the cache (%d slots "
+                         "of %d positions, each slot's rows at increasing positions)",
+                         r, w->slot, w->pos, f->n_slot, f->n_ctx);
+            return BT_ERR_ARG;
+        }
+        f->slot_next[w->slot] = w->pos + 1;
+        bt_run_t *last = f->n_runs ? &f->runs[f->n_runs - 1] : NULL;
+        if (last != NULL && last->slot == w->slot && last->pos0 + last->n == w->pos)
+            last->n++;
+        else
+            f->runs[f->n_runs++] = (bt_run_t){r, 1, w->slot, w->pos};
+    }
+    return BT_OK;
+}
+
+bt_status_t bt_forward_rows(bt_forward_t *f, float *x, const bt_row_t *rows, int n_rows)
+{
+    bt_status_t st = make_runs(f, rows, n_rows);
+    if (st != BT_OK)
+        return st;
+    for (int il = 0; il < f->m->last - f->m->first; il++) {
+        layer(f, il, x, n_rows);
+        if (f->progress != NULL)
+            f->progress(f->progress_arg);
+    }
+    return BT_OK;
+}
+
 bt_status_t bt_forward_layers(bt_forward_t *f, float *x, int n_tok, int pos0)
 {
     if (n_tok < 1 || n_tok > f->max_tok || pos0 < 0 || pos0 > f->n_ctx - n_tok) {
@@ -163,12 +275,9 @@ bt_status_t bt_forward_layers(bt_forward_t *f, float *x, int n_tok, int pos0)
                      n_tok, pos0, f->max_tok, f->n_ctx);
         return BT_ERR_ARG;
     }
-    for (int il = 0; il < f->m->last - f->m->first; il++) {
-        layer(f, il, x, n_tok, pos0);
-        if (f->progress != NULL)
-            f->progress(f->progress_arg);
-    }
-    return BT_OK;
+    for (int t = 0; t < n_tok; t++)
+        f->rows[t] = (bt_row_t){0, pos0 + t, 0, 0};
+    return bt_forward_rows(f, x, f->rows, n_tok);
 }
 
 void bt_forward_head(bt_forward_t *f, const float *x, int n_rows, float *logits)
@@ -176,4 +285,14 @@ void bt_forward_head(bt_forward_t *f, const float *x, int n_rows, float *logits)
     const bt_hparams_t *hp = &f->m->hp;
     bt_rmsnorm_f32(f->xn, x, f->m->out_norm, n_rows, hp->n_embd, hp->rms_eps);
     f->ops->matmul(logits, &f->m->output, f->xn, n_rows, &f->scratch);
+}
+
+void bt_forward_head_rows(bt_forward_t *f, const float *x, const int *idx, int n, float *logits)
+{
+    const bt_hparams_t *hp = &f->m->hp;
+    const size_t e = (size_t)hp->n_embd;
+    for (int i = 0; i < n; i++)
+        bt_rmsnorm_f32(f->xn + i * e, x + (size_t)idx[i] * e, f->m->out_norm, 1, hp->n_embd,
+                       hp->rms_eps);
+    f->ops->matmul(logits, &f->m->output, f->xn, n, &f->scratch);
 }

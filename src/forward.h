@@ -9,8 +9,12 @@
  * progress hook that runs between layers (to drive outstanding requests).
  *
  * Flow for a stage: embed (first stage) -> layers (every stage, x in place)
- * -> head (last stage). Positions are absolute; the caller feeds positions
- * in increasing order without gaps for each cache.
+ * -> head (last stage). A micro-batch is a list of rows (bt_row_t): each
+ * row is one token of one sequence, with its KV slot and its absolute
+ * position. The caller feeds each slot's positions in increasing order
+ * without gaps. Every operation treats rows independently, so a row's
+ * result does not depend on the other rows of its micro-batch
+ * (docs/design.md, invariant 1).
  */
 #ifndef BT_FORWARD_H
 #define BT_FORWARD_H
@@ -20,13 +24,22 @@
 #include "kernels/kernels.h"
 #include "kv_cache.h"
 #include "model.h"
+#include "rows.h"
 
 typedef void (*bt_progress_fn)(void *arg);
+
+/* A run: consecutive rows of one slot at consecutive positions, which
+ * rope, the cache stores and attention take as one block. */
+typedef struct bt_run {
+    int first, n; /* rows first .. first + n - 1 */
+    int slot, pos0;
+} bt_run_t;
 
 typedef struct bt_forward {
     const bt_model_t *m;
     const bt_ops_t *ops;
-    int n_ctx;
+    int n_ctx;   /* positions per slot */
+    int n_slot;  /* sequences the cache holds */
     int max_tok;
     bt_kv_cache_t kv;
     bt_scratch_t scratch;
@@ -38,19 +51,23 @@ typedef struct bt_forward {
     float *o;    /* [max_tok, n_embd] projection output before the residual */
     float *gate; /* [max_tok, n_ff] */
     float *up;   /* [max_tok, n_ff] */
+    bt_row_t *rows; /* [max_tok] bt_forward_layers' rows */
+    bt_run_t *runs; /* [max_tok] the current micro-batch's runs */
+    int n_runs;
+    int *slot_next; /* [n_slot] scratch of the row check */
     bt_progress_fn progress;
     void *progress_arg;
 } bt_forward_t;
 
 /* Bytes of activations, cache and scratch bt_forward_init would allocate. */
-size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int max_tok, int n_threads,
+size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int n_slot, int max_tok, int n_threads,
                         uint32_t kv_type);
 
-/* Allocates buffers for micro-batches of up to max_tok tokens and a cache
- * of n_ctx positions holding BT_TYPE_F32 or BT_TYPE_F16 elements. The model
- * must outlive the forward. */
-bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx, int max_tok,
-                            int n_threads, uint32_t kv_type, bt_forward_t **out);
+/* Allocates buffers for micro-batches of up to max_tok rows and a cache of
+ * n_slot sequences of n_ctx positions holding BT_TYPE_F32 or BT_TYPE_F16
+ * elements. The model must outlive the forward. */
+bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx, int n_slot,
+                            int max_tok, int n_threads, uint32_t kv_type, bt_forward_t **out);
 void bt_forward_free(bt_forward_t *f);
 
 /* Installs fn(arg) to run after each layer (NULL to remove). */
@@ -60,13 +77,22 @@ void bt_forward_set_progress(bt_forward_t *f, bt_progress_fn fn, void *arg);
  * message for a token id outside the vocabulary. Needs with_embed. */
 bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, float *x);
 
-/* Runs the bound layers on x in place; x: [n_tok, n_embd], row t at
- * position pos0 + t. BT_ERR_ARG when n_tok > max_tok or the positions do
- * not fit the cache. */
+/* Runs the bound layers on x in place; x: [n_rows, n_embd], row r is
+ * rows[r]. BT_ERR_ARG with a message when n_rows is not in 1..max_tok, a
+ * slot or position is outside the cache, or a slot's rows are not at
+ * increasing positions. */
+bt_status_t bt_forward_rows(bt_forward_t *f, float *x, const bt_row_t *rows, int n_rows);
+
+/* One sequence in slot 0: row t at position pos0 + t. */
 bt_status_t bt_forward_layers(bt_forward_t *f, float *x, int n_tok, int pos0);
 
 /* logits[r] = output . rmsnorm(x[r]) for n_rows rows (n_rows <= max_tok);
  * logits: [n_rows, n_vocab]. Needs with_head. */
 void bt_forward_head(bt_forward_t *f, const float *x, int n_rows, float *logits);
+
+/* The same for rows idx[0 .. n) of x (n <= max_tok): logits[i] belongs to
+ * row idx[i]. */
+void bt_forward_head_rows(bt_forward_t *f, const float *x, const int *idx, int n,
+                          float *logits);
 
 #endif /* BT_FORWARD_H */

@@ -35,7 +35,7 @@ static void run_model_kv(const bt_model_t *m, const bt_ops_t *ops, uint32_t kv_t
 {
     const int n_vocab = m->hp.n_vocab, n_embd = m->hp.n_embd;
     bt_forward_t *f;
-    ck_assert_int_eq(bt_forward_init(m, ops, n + n_gen, ubatch, n_threads, kv_type, &f), BT_OK);
+    ck_assert_int_eq(bt_forward_init(m, ops, n + n_gen, 1, ubatch, n_threads, kv_type, &f), BT_OK);
     float *x = malloc((size_t)ubatch * n_embd * sizeof(float));
     for (int pos = 0; pos < n; pos += ubatch) {
         int nt = n - pos < ubatch ? n - pos : ubatch;
@@ -648,8 +648,8 @@ START_TEST(test_limits_forward)
     bt_model_t *m;
     ck_assert_int_eq(bt_model_load(path, 0, -1, true, true, &m), BT_OK);
     bt_forward_t *f;
-    ck_assert_int_eq(bt_forward_init(m, &bt_ops_cpu, 0, 4, 1, BT_TYPE_F32, &f), BT_ERR_ARG);
-    ck_assert_int_eq(bt_forward_init(m, &bt_ops_cpu, 8, 4, 1, BT_TYPE_F32, &f), BT_OK);
+    ck_assert_int_eq(bt_forward_init(m, &bt_ops_cpu, 0, 1, 4, 1, BT_TYPE_F32, &f), BT_ERR_ARG);
+    ck_assert_int_eq(bt_forward_init(m, &bt_ops_cpu, 8, 1, 4, 1, BT_TYPE_F32, &f), BT_OK);
     float x[5 * 64];
     int32_t bad = 256, good[5] = {0, 1, 2, 3, 4};
     ck_assert_int_eq(bt_forward_embed(f, &bad, 1, x), BT_ERR_ARG);

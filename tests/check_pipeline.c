@@ -33,6 +33,7 @@
 #include "stages/schedule.h"
 #include "synth.h"
 #include "testutil.h"
+#include "mpitest.h"
 
 enum { N_PROMPT = 29, N_GEN = 3, N_LAYER = 7, N_LAYER_WIDE = 12 };
 
@@ -44,17 +45,10 @@ typedef struct refmodel {
     int32_t ids[N_GEN + 1];   /* greedy ids after the prompt and each step */
 } refmodel_t;
 
-static int rank, size;
 static refmodel_t tiny; /* the "tiny" shape: 1-2 KiB messages (eager) */
 static refmodel_t wide; /* n_embd 512: 8-16 KiB messages (rendezvous) */
 static int32_t tokens[N_PROMPT];
 
-static int all_ok(int ok)
-{
-    int all;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    return all;
-}
 
 /* The reference: the whole model in this process, one batch, no MPI.
  * Runs before the suite, so it reports with a return value, not ck_assert. */
@@ -65,7 +59,7 @@ static int make_reference(refmodel_t *r)
     if (bt_model_load(r->path, 0, -1, true, true, &m) != BT_OK)
         return 0;
     const int n_vocab = r->n_vocab = m->hp.n_vocab;
-    if (bt_forward_init(m, &bt_ops_cpu, N_PROMPT + N_GEN, N_PROMPT, 1, BT_TYPE_F32, &f) != BT_OK) {
+    if (bt_forward_init(m, &bt_ops_cpu, N_PROMPT + N_GEN, 1, N_PROMPT, 1, BT_TYPE_F32, &f) != BT_OK) {
         bt_model_free(m);
         return 0;
     }
@@ -358,29 +352,6 @@ START_TEST(test_link_probe)
                      BT_ERR_ARG);
 }
 END_TEST
-
-/* ---- a failure on one rank ends the job ---- */
-
-static SRunner *runner;
-
-/* With CK_NOFORK a failed assertion jumps out of the test on its rank
- * only; the other ranks may be waiting for it inside that test (in
- * all_ok, a collective or a receive) and would wait until the launcher's
- * timeout. Run before every test (a checked fixture) and after the last:
- * once this rank has a failure, it says which and aborts the job. */
-static void abort_on_failure(void)
-{
-    if (runner == NULL || srunner_ntests_failed(runner) == 0)
-        return;
-    TestResult **failures = srunner_failures(runner);
-    TestResult *tr = failures[srunner_ntests_failed(runner) - 1];
-    fprintf(stderr, "rank %d: %s:%d: %s (test case %s) failed; aborting the job\n", rank,
-            tr_lfile(tr), tr_lno(tr), tr_msg(tr), tr_tcname(tr));
-    free(failures);
-    srunner_print(runner, CK_VERBOSE); /* Check prints its lines only at the end */
-    fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
 
 /* Writes a synthetic model into dir as name (rank 0) and broadcasts its
  * path; every rank then computes the single-process reference. */

@@ -54,7 +54,7 @@ static void *generate(void *arg)
         pthread_barrier_wait(j->start);
     j->st = x && logits ? BT_OK : BT_ERR_NOMEM;
     if (j->st == BT_OK)
-        j->st = bt_forward_init(j->m, &bt_ops_cpu, j->n_prompt + N_GEN, UBATCH, OMP_TEAM,
+        j->st = bt_forward_init(j->m, &bt_ops_cpu, j->n_prompt + N_GEN, 1, UBATCH, OMP_TEAM,
                                 BT_TYPE_F32, &f);
     int nt = 0;
     for (int p = 0; p < j->n_prompt && j->st == BT_OK; p += nt) {

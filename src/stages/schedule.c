@@ -77,17 +77,15 @@ static bt_status_t partition(bt_pipe_t *p, const bt_pipe_config_t *cfg)
 static uint64_t run_bytes(const bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx)
 {
     const bt_hparams_t *hp = &p->model->hp;
-    uint64_t bytes =
-        bt_forward_bytes(p->model, n_ctx, cfg->max_tok, cfg->n_threads, cfg->kv_type);
+    uint64_t bytes = bt_forward_bytes(p->model, n_ctx, p->n_slots, cfg->max_tok,
+                                      cfg->n_threads, cfg->kv_type);
     if (cfg->no_mmap)
         bytes += p->model->weight_bytes;
     if (cfg->ops == &bt_ops_cpu)
         bytes += bt_model_pack_bytes(p->model);
     if (p->last)
-        bytes += (uint64_t)(cfg->all_logits ? cfg->max_tok : 1) * (uint64_t)hp->n_vocab *
-                 sizeof(float);
-    uint64_t msg = sizeof(bt_act_header_t) +
-                   (uint64_t)cfg->max_tok * (uint64_t)hp->n_embd * sizeof(float);
+        bytes += (uint64_t)p->logit_rows * (uint64_t)hp->n_vocab * sizeof(float);
+    uint64_t msg = bt_act_bytes(cfg->max_tok, hp->n_embd);
     bytes += BT_TRANSPORT_SLOTS * ((msg + 63) / 64 * 64);
     if (cfg->trace_events > 0)
         bytes += (uint64_t)cfg->trace_events * sizeof(bt_event_t);
@@ -111,15 +109,19 @@ static bt_status_t check_node_memory(const bt_pipe_t *p, const bt_pipe_config_t 
         MPI_Comm_size(node, &node_ranks);
         MPI_Comm_free(&node);
     }
-    char what[192];
+    char what[224], ctx[64];
+    if (p->n_slots > 1)
+        snprintf(ctx, sizeof ctx, "%d slots x %d positions", p->n_slots, n_ctx);
+    else
+        snprintf(ctx, sizeof ctx, "%d positions", n_ctx);
     if (node_ranks > 1)
         snprintf(what, sizeof what, "the KV caches and buffers%s of the %d ranks on this node "
-                 "(%d positions, micro-batch %d; %.1f MiB on rank %d)",
-                 cfg->no_mmap ? " and weights" : "", node_ranks, n_ctx, cfg->max_tok,
+                 "(%s, micro-batch %d; %.1f MiB on rank %d)",
+                 cfg->no_mmap ? " and weights" : "", node_ranks, ctx, cfg->max_tok,
                  (double)mine / 1048576.0, p->rank);
     else
-        snprintf(what, sizeof what, "the KV cache and buffers%s (%d positions, micro-batch %d)",
-                 cfg->no_mmap ? " and weights" : "", n_ctx, cfg->max_tok);
+        snprintf(what, sizeof what, "the KV cache and buffers%s (%s, micro-batch %d)",
+                 cfg->no_mmap ? " and weights" : "", ctx, cfg->max_tok);
     /* -v: the figures compared, so a test can size a context to the node */
     bt_log_debug("memory: %s need %.1f MiB of %.1f MiB available", what,
                  (double)node_need / 1048576.0, (double)bt_mem_available() / 1048576.0);
@@ -130,8 +132,12 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
 {
     *p = (bt_pipe_t){.comm = comm,
                      .max_tok = cfg->max_tok,
+                     .n_slots = cfg->n_slots > 0 ? cfg->n_slots : 1,
                      .all_logits = cfg->all_logits,
                      .no_sampling = cfg->no_sampling};
+    /* logits rows at once: a micro-batch's rows that need them (at most one
+     * per sequence unless every row's are kept) */
+    p->logit_rows = cfg->all_logits || p->n_slots > cfg->max_tok ? cfg->max_tok : p->n_slots;
     MPI_Comm_rank(comm, &p->rank);
     MPI_Comm_size(comm, &p->n_stages);
     p->first = p->rank == 0;
@@ -171,10 +177,10 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
         st = bt_model_pack(p->model);
     if ((st = bt_transport_agree(p->comm, st)))
         goto fail;
-    st = bt_forward_init(p->model, cfg->ops, n_ctx, cfg->max_tok, cfg->n_threads, cfg->kv_type,
-                         &p->fwd);
+    st = bt_forward_init(p->model, cfg->ops, n_ctx, p->n_slots, cfg->max_tok, cfg->n_threads,
+                         cfg->kv_type, &p->fwd);
     if (st == BT_OK && p->last) {
-        size_t rows = cfg->all_logits ? (size_t)cfg->max_tok : 1;
+        size_t rows = (size_t)p->logit_rows;
         p->logits = malloc(rows * (size_t)p->model->hp.n_vocab * sizeof(float));
         if (p->logits == NULL) {
             bt_log_error("cannot allocate logits for %zu rows of %d", rows,
@@ -274,11 +280,13 @@ static bt_status_t run(bt_pipe_t *p, const int32_t *tokens, int n_tokens, int po
         const int slot = mb % BT_TRANSPORT_SLOTS;
         const int nt = n_tokens - mb * ubatch < ubatch ? n_tokens - mb * ubatch : ubatch;
         const int pos = pos0 + mb * ubatch;
-        float *x = bt_transport_payload(t, slot); /* [nt, n_embd] */
         if (p->first) {
             if ((st = bt_transport_acquire(t, slot)))
                 break;
-            *bt_transport_header(t, slot) = (bt_act_header_t){mb, nt, pos, 0};
+            *bt_transport_header(t, slot) = (bt_act_header_t){.mb = mb, .n_rows = nt};
+            bt_row_t *rows = bt_transport_rows(t, slot);
+            for (int r = 0; r < nt; r++)
+                rows[r] = (bt_row_t){0, pos + r, 0, 0};
         } else {
             if ((st = bt_transport_wait_recv(t, slot, mb, nt, mb == 0 ? stop : NULL)))
                 break;
@@ -287,10 +295,11 @@ static bt_status_t run(bt_pipe_t *p, const int32_t *tokens, int n_tokens, int po
             if (mb + 1 < n_mb && (st = bt_transport_post_recv(t, (mb + 1) % BT_TRANSPORT_SLOTS)))
                 break;
         }
+        float *x = bt_transport_payload(t, slot); /* [nt, n_embd] */
         double t0 = bt_trace_now(p->tr.trace);
         if (p->first && (st = bt_forward_embed(p->fwd, tokens + mb * ubatch, nt, x)))
             break;
-        if ((st = bt_forward_layers(p->fwd, x, nt, pos)))
+        if ((st = bt_forward_rows(p->fwd, x, bt_transport_rows(t, slot), nt)))
             break;
         if (p->last)
             st = head(p, x, nt, pos, mb == n_mb - 1, on_logits, arg, &token);

@@ -56,6 +56,7 @@ typedef struct bt_pipe_config {
     int trace_events;     /* capacity of the per-rank trace (0: no trace) */
     bool no_mmap;         /* read the bound weights into memory instead of mapping them */
     uint32_t kv_type;     /* KV cache elements: BT_TYPE_F32 (0, the default) or BT_TYPE_F16 */
+    int n_slots;          /* sequences the KV cache holds (--parallel; 0: 1), n_ctx each */
 } bt_pipe_config_t;
 
 /* Called on the last stage with logits rows [n_rows, n_vocab] for the
@@ -73,9 +74,11 @@ typedef struct bt_pipe {
     bt_trace_t trace;
     bool tracing;
     int max_tok;
+    int n_slots;
+    int logit_rows;      /* rows of logits computed at once */
     bool all_logits;
     bool no_sampling;
-    float *logits;       /* last stage: [all_logits ? max_tok : 1, n_vocab] */
+    float *logits;       /* last stage: [logit_rows, n_vocab] */
     bt_sampler_t *sampler; /* last stage: picks tokens (NULL: greedy); not owned */
     uint64_t file_size, header_hash;
 } bt_pipe_t;

@@ -5,18 +5,18 @@
  * Terms. A row is one token of one sequence in a micro-batch: its KV slot,
  * its position, and whether the last stage computes its logits and samples
  * from them. A slot is one sequence's part of the KV cache (-c positions);
- * the cache holds --parallel P of them. A group is one micro-batch in
- * flight: rank 0 keeps up to n_groups of them between itself and the last
- * stage, so with S stages and at least S groups every stage has work while
- * the others do too.
+ * the cache holds --parallel P of them. A group is a micro-batch of decode
+ * rows in flight: with S stages and S groups (the default) every stage
+ * works on a different group while the others do too.
  *
- * Rank 0 schedules. Whenever fewer than n_groups micro-batches are in
- * flight it forms the next one: first the decode rows of sequences whose
- * last token is known (at most ceil(decoding / n_groups), so the decoding
- * sequences spread over the groups), then prompt rows of sequences still
- * prefilling, in the order they were admitted, up to ubatch rows in all (a
- * long prompt goes in chunks that share micro-batches with the others'
- * decode steps). Otherwise it waits for the ids of the oldest micro-batch
+ * Rank 0 schedules. Whenever fewer than max(n_groups, S + 1) micro-batches
+ * are in flight (one with sync) and rows are waiting, it forms the next:
+ * first the decode rows of sequences whose last token is known (at most
+ * ceil(decoding / n_groups), so the decoding sequences spread over the
+ * groups), then prompt rows of sequences still prefilling, in the order
+ * they were admitted, up to ubatch rows in all (a long prompt goes in
+ * chunks that share micro-batches with the others' decode steps).
+ * Otherwise it waits for the ids of the oldest micro-batch
  * in flight. The last stage samples every row that needs a token, each
  * with its own sequence's sampler, and sends the micro-batch's ids to rank
  * 0 in one message. A sequence that ends (hooks.token says stop, its
@@ -64,8 +64,9 @@ typedef struct bt_serve_hooks {
 
 typedef struct bt_serve_config {
     int n_slots;     /* sequences at once, 1 .. the pipe's n_slots */
-    int n_groups;    /* micro-batches in flight; 0: automatic (bt_serve_default_groups) */
+    int n_groups;    /* decode groups; 0: automatic (bt_serve_default_groups) */
     int ubatch;      /* rows per micro-batch, 1 .. the pipe's max_tok */
+    bool sync;       /* --pipeline 0: one micro-batch in flight at a time */
     bool all_logits; /* hooks.logits for every row, not only the sampled ones */
 } bt_serve_config_t;
 
@@ -77,8 +78,8 @@ typedef struct bt_serve_stats {
     int n_requests;    /* requests finished */
 } bt_serve_stats_t;
 
-/* Groups in flight when none are asked for: enough to keep every one of
- * S stages busy, never more than the sequences. */
+/* Decode groups when none are asked for: one per stage, so every stage
+ * has a group to work on, never more than the sequences. */
 int bt_serve_default_groups(int n_stages, int n_slots);
 
 /* Runs requests until hooks.next has no more and every admitted one has

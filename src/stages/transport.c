@@ -22,7 +22,7 @@ bt_status_t bt_transport_init(bt_transport_t *t, MPI_Comm comm, int max_tok, int
     MPI_Comm_size(comm, &t->size);
     t->prev = t->rank > 0 ? t->rank - 1 : MPI_PROC_NULL;
     t->next = t->rank < t->size - 1 ? t->rank + 1 : MPI_PROC_NULL;
-    t->msg_bytes = sizeof(bt_act_header_t) + (size_t)max_tok * (size_t)n_embd * sizeof(float);
+    t->msg_bytes = bt_act_bytes(max_tok, n_embd);
     for (int i = 0; i < BT_TRANSPORT_SLOTS; i++) {
         t->recv_req[i] = t->send_req[i] = MPI_REQUEST_NULL;
         t->buf[i] = aligned_alloc(64, (t->msg_bytes + 63) / 64 * 64);
@@ -58,9 +58,15 @@ bt_act_header_t *bt_transport_header(const bt_transport_t *t, int slot)
     return (bt_act_header_t *)t->buf[slot];
 }
 
+bt_row_t *bt_transport_rows(const bt_transport_t *t, int slot)
+{
+    return (bt_row_t *)((char *)t->buf[slot] + sizeof(bt_act_header_t));
+}
+
 float *bt_transport_payload(const bt_transport_t *t, int slot)
 {
-    return (float *)((char *)t->buf[slot] + sizeof(bt_act_header_t));
+    const int n_rows = bt_transport_header(t, slot)->n_rows;
+    return (float *)((char *)t->buf[slot] + bt_act_payload_offset(n_rows));
 }
 
 bt_status_t bt_transport_acquire(bt_transport_t *t, int slot)
@@ -100,11 +106,14 @@ bt_status_t bt_transport_wait_recv(bt_transport_t *t, int slot, int expect_mb, i
         *stop = true;
         return BT_OK;
     }
-    size_t want = sizeof *h + (size_t)expect_tok * (size_t)t->n_embd * sizeof(float);
-    if ((size_t)bytes != want || h->mb != expect_mb || h->n_tokens != expect_tok || h->flags) {
-        bt_log_error("transport: from rank %d expected micro-batch %d of %d tokens (%zu bytes), "
-                     "got micro-batch %d of %d tokens (%d bytes)",
-                     status->MPI_SOURCE, expect_mb, expect_tok, want, h->mb, h->n_tokens, bytes);
+    const bool count_ok = expect_tok >= 0 ? h->n_rows == expect_tok
+                                          : h->n_rows >= 1 && h->n_rows <= t->max_tok;
+    const int n = count_ok ? h->n_rows : expect_tok;
+    size_t want = n >= 0 ? bt_act_bytes(n, t->n_embd) : 0;
+    if (!count_ok || (size_t)bytes != want || h->mb != expect_mb || h->flags) {
+        bt_log_error("transport: from rank %d expected micro-batch %d of %d rows (%zu bytes), "
+                     "got micro-batch %d of %d rows (%d bytes)",
+                     status->MPI_SOURCE, expect_mb, n, want, h->mb, h->n_rows, bytes);
         return BT_ERR_MPI;
     }
     t->act_recv_from[status->MPI_SOURCE]++;
@@ -115,7 +124,7 @@ bt_status_t bt_transport_wait_recv(bt_transport_t *t, int slot, int expect_mb, i
 bt_status_t bt_transport_send(bt_transport_t *t, int slot)
 {
     const bt_act_header_t *h = bt_transport_header(t, slot);
-    size_t bytes = sizeof *h + (size_t)h->n_tokens * (size_t)t->n_embd * sizeof(float);
+    size_t bytes = h->flags == BT_ACT_STOP ? sizeof *h : bt_act_bytes(h->n_rows, t->n_embd);
     BT_MPI_CHECK(MPI_Isend(t->buf[slot], (int)bytes, MPI_BYTE, t->next, BT_TAG_ACT, t->comm,
                            &t->send_req[slot]));
     t->send_mb[slot] = h->mb;
@@ -133,7 +142,7 @@ bt_status_t bt_transport_send_stop(bt_transport_t *t)
     if (st != BT_OK)
         return st;
     bt_act_header_t *h = bt_transport_header(t, 0);
-    *h = (bt_act_header_t){0, 0, 0, BT_ACT_STOP};
+    *h = (bt_act_header_t){.flags = BT_ACT_STOP};
     if ((st = bt_transport_send(t, 0)))
         return st;
     return bt_transport_acquire(t, 0);

@@ -2,8 +2,9 @@
  * transport.h: all MPI point-to-point traffic of a pipeline stage.
  *
  * Activations go from rank s straight to rank s+1 (never through rank 0) as
- * one message per micro-batch: a bt_act_header_t followed by n_tokens rows
- * of n_embd f32. A stage owns BT_TRANSPORT_SLOTS message buffers used as a
+ * one message per micro-batch: a bt_act_header_t, the row table (n_rows
+ * bt_row_t: slot, position, flags of each row), and from the next 64-byte
+ * boundary the activations, n_rows rows of n_embd f32. A stage owns BT_TRANSPORT_SLOTS message buffers used as a
  * ring: while it computes micro-batch m in slot m % 3, the receive for m+1
  * is already posted into the next slot and the send of m-1 may still be
  * draining from the one before. A slot is reused only after its send
@@ -13,7 +14,8 @@
  *
  * Tokens travel the other way round the ring: the last stage sends each
  * sampled token id (and, in synchronous mode, a "done" signal per
- * micro-batch) to rank 0.
+ * micro-batch) to rank 0; with many sequences (serve.h), one message of
+ * ids per micro-batch.
  */
 #ifndef BT_STAGES_TRANSPORT_H
 #define BT_STAGES_TRANSPORT_H
@@ -23,6 +25,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "rows.h"
 #include "stages/trace.h"
 
 /* MPI tags used by baton; never bare numbers. */
@@ -31,14 +34,28 @@ typedef enum bt_tag {
     BT_TAG_TOKEN = 101, /* sampled token id, last stage -> rank 0 */
     BT_TAG_DONE = 102,  /* synchronous mode: micro-batch left the last stage */
     BT_TAG_PROBE = 103, /* link probe ping-pong */
+    BT_TAG_SEQ = 104,   /* serve: a new sequence's sampler, rank 0 -> last stage */
+    BT_TAG_IDS = 105,   /* serve: a micro-batch's chosen ids, last stage -> rank 0 */
 } bt_tag_t;
 
 typedef struct bt_act_header {
-    int32_t mb;       /* micro-batch index within the call */
-    int32_t n_tokens; /* rows in the payload */
-    int32_t pos0;     /* absolute position of row 0 */
-    int32_t flags;    /* BT_ACT_STOP or 0 */
+    int32_t mb;     /* micro-batch index within the call */
+    int32_t n_rows; /* rows in the table and the payload */
+    int32_t flags;  /* BT_ACT_STOP or 0 */
+    int32_t pad;
 } bt_act_header_t;
+
+/* Bytes from the start of a message to its activations. */
+static inline size_t bt_act_payload_offset(int n_rows)
+{
+    return (sizeof(bt_act_header_t) + (size_t)n_rows * sizeof(bt_row_t) + 63) / 64 * 64;
+}
+
+/* Bytes of a message of n_rows rows of n_embd. */
+static inline size_t bt_act_bytes(int n_rows, int n_embd)
+{
+    return bt_act_payload_offset(n_rows) + (size_t)n_rows * (size_t)n_embd * sizeof(float);
+}
 
 /* Header flag: no payload; generation ended, pass it on and stop. */
 #define BT_ACT_STOP 1
@@ -51,7 +68,7 @@ typedef struct bt_transport {
     int prev, next;   /* neighbor ranks, MPI_PROC_NULL at the ends */
     int n_embd;
     int max_tok;
-    size_t msg_bytes; /* header + max_tok rows */
+    size_t msg_bytes; /* a message of max_tok rows */
     void *buf[BT_TRANSPORT_SLOTS];
     MPI_Request recv_req[BT_TRANSPORT_SLOTS];
     MPI_Status recv_status[BT_TRANSPORT_SLOTS]; /* kept when a test completes a receive */
@@ -69,8 +86,11 @@ bt_status_t bt_transport_init(bt_transport_t *t, MPI_Comm comm, int max_tok, int
 /* Cancels nothing: call bt_transport_drain first. Frees the buffers. */
 void bt_transport_free(bt_transport_t *t);
 
-/* The header and payload [max_tok, n_embd] of a slot. */
+/* The header, row table [n_rows] and payload [n_rows, n_embd] of a slot;
+ * the table and payload are placed by the header's n_rows, so set it (or
+ * receive the message) first. */
 bt_act_header_t *bt_transport_header(const bt_transport_t *t, int slot);
+bt_row_t *bt_transport_rows(const bt_transport_t *t, int slot);
 float *bt_transport_payload(const bt_transport_t *t, int slot);
 
 /* Waits until the slot's previous send completed, so it can be written. */
@@ -78,13 +98,14 @@ bt_status_t bt_transport_acquire(bt_transport_t *t, int slot);
 /* Acquires the slot and posts the receive of the next micro-batch into it. */
 bt_status_t bt_transport_post_recv(bt_transport_t *t, int slot);
 /* Waits for the receive posted into slot; checks the message against the
- * expected micro-batch index and row count. A STOP message sets *stop when
- * stop is not NULL (and is a protocol error otherwise). */
+ * expected micro-batch index and row count (expect_tok -1: any count up to
+ * max_tok). A STOP message sets *stop when stop is not NULL (and is a
+ * protocol error otherwise). */
 bt_status_t bt_transport_wait_recv(bt_transport_t *t, int slot, int expect_mb, int expect_tok,
                                    bool *stop);
 /* Sends a STOP header to the next rank and waits for it to leave. */
 bt_status_t bt_transport_send_stop(bt_transport_t *t);
-/* Posts the send of the slot's header and n_tokens rows to the next rank. */
+/* Posts the send of the slot's message (header, rows, payload) to the next rank. */
 bt_status_t bt_transport_send(bt_transport_t *t, int slot);
 /* Tests every outstanding request (drives progress); never blocks. */
 void bt_transport_progress(bt_transport_t *t);

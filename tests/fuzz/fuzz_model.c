@@ -45,10 +45,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void run_forward(const bt_model_t *m, const bt_ops_t *ops, uint32_t kv_type)
 {
     const bt_hparams_t *hp = &m->hp;
-    if (bt_forward_bytes(m, FUZZ_CTX, FUZZ_TOK, 1, kv_type) > FUZZ_MAX_BYTES)
+    if (bt_forward_bytes(m, FUZZ_CTX, 1, FUZZ_TOK, 1, kv_type) > FUZZ_MAX_BYTES)
         return;
     bt_forward_t *f = NULL;
-    if (bt_forward_init(m, ops, FUZZ_CTX, FUZZ_TOK, 1, kv_type, &f) != BT_OK)
+    if (bt_forward_init(m, ops, FUZZ_CTX, 1, FUZZ_TOK, 1, kv_type, &f) != BT_OK)
         return;
     float *x = malloc(sizeof *x * FUZZ_TOK * (size_t)hp->n_embd);           /* [FUZZ_TOK, n_embd] */
     float *logits = malloc(sizeof *logits * FUZZ_TOK * (size_t)hp->n_vocab); /* [FUZZ_TOK, n_vocab] */

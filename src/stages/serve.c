@@ -1,0 +1,533 @@
+/* serve.c: many sequences through the pipeline (serve.h). */
+#include "stages/serve.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the last stage: samplers per slot ---- */
+
+/* What rank 0 tells the last stage about a new sequence (BT_TAG_SEQ),
+ * followed by n_hist prompt ids for the repetition penalty. */
+typedef struct seq_msg {
+    int32_t id, slot, n_hist, pad;
+    bt_sampler_params_t sp;
+} seq_msg_t;
+
+typedef struct last_stage {
+    bt_sampler_t **samplers; /* [n_slots] */
+    int *id;                 /* [n_slots] the request in each slot */
+    int *idx;                /* [max_tok] rows that need logits */
+    int32_t *ids;            /* [1 + max_tok] mb, then the chosen ids */
+    void *msg;               /* a received seq_msg_t and its history */
+    size_t msg_cap;
+} last_stage_t;
+
+/* Sets up slot m->slot for request m->id: a fresh sampler that has seen
+ * the prompt's last ids. */
+static bt_status_t begin_seq(bt_pipe_t *p, last_stage_t *ls, const seq_msg_t *m,
+                             const int32_t *hist)
+{
+    if (m->slot < 0 || m->slot >= p->n_slots) {
+        bt_log_error("serve: sequence %d in slot %d (of %d)", m->id, m->slot, p->n_slots);
+        return BT_ERR_MPI;
+    }
+    bt_sampler_free(ls->samplers[m->slot]);
+    ls->samplers[m->slot] = NULL;
+    ls->id[m->slot] = m->id;
+    if (p->no_sampling)
+        return BT_OK;
+    bt_status_t st = bt_sampler_init(&m->sp, p->model->hp.n_vocab, &ls->samplers[m->slot]);
+    for (int i = 0; st == BT_OK && i < m->n_hist; i++)
+        bt_sampler_accept(ls->samplers[m->slot], hist[i]);
+    return st;
+}
+
+/* The last stage receives a new sequence's message from rank 0. */
+static bt_status_t recv_seq(bt_pipe_t *p, last_stage_t *ls)
+{
+    MPI_Status status;
+    int bytes;
+    BT_MPI_CHECK(MPI_Probe(0, BT_TAG_SEQ, p->comm, &status));
+    MPI_Get_count(&status, MPI_BYTE, &bytes);
+    if ((size_t)bytes > ls->msg_cap) {
+        free(ls->msg);
+        ls->msg_cap = (size_t)bytes;
+        if ((ls->msg = malloc(ls->msg_cap)) == NULL) {
+            ls->msg_cap = 0;
+            return BT_ERR_NOMEM;
+        }
+    }
+    BT_MPI_CHECK(MPI_Recv(ls->msg, bytes, MPI_BYTE, 0, BT_TAG_SEQ, p->comm, MPI_STATUS_IGNORE));
+    const seq_msg_t *m = ls->msg;
+    if ((size_t)bytes != sizeof *m + (size_t)m->n_hist * sizeof(int32_t)) {
+        bt_log_error("serve: a sequence message of %d bytes for %d history ids", bytes,
+                     m->n_hist);
+        return BT_ERR_MPI;
+    }
+    return begin_seq(p, ls, m, (const int32_t *)(m + 1));
+}
+
+/* Logits of the rows that need them (in chunks of logit_rows), the hooks,
+ * and one chosen id per sampling row into ls->ids[1..]; *n_ids of them. */
+static bt_status_t last_rows(bt_pipe_t *p, last_stage_t *ls, const bt_row_t *rows, int n,
+                             const float *x, const bt_serve_hooks_t *h, int *n_ids)
+{
+    const int n_vocab = p->model->hp.n_vocab;
+    bt_status_t st = BT_OK;
+    int n_idx = 0;
+    *n_ids = 0;
+    for (int r = 0; r < n && st == BT_OK; r++) {
+        if ((rows[r].flags & BT_ROW_FIRST) && p->n_stages > 1)
+            st = recv_seq(p, ls);
+        if (rows[r].flags & BT_ROW_LOGITS)
+            ls->idx[n_idx++] = r;
+    }
+    for (int c = 0; c < n_idx && st == BT_OK; c += p->logit_rows) {
+        const int nc = n_idx - c < p->logit_rows ? n_idx - c : p->logit_rows;
+        bt_forward_head_rows(p->fwd, x, ls->idx + c, nc, p->logits);
+        for (int i = 0; i < nc && st == BT_OK; i++) {
+            const bt_row_t *w = &rows[ls->idx[c + i]];
+            const float *row = p->logits + (size_t)i * n_vocab;
+            if (h->logits != NULL)
+                st = h->logits(h->arg, ls->id[w->slot], w->pos, row);
+            if (!(w->flags & BT_ROW_SAMPLE))
+                continue;
+            bt_sampler_t *s = ls->samplers[w->slot];
+            const int32_t tok = p->no_sampling ? 0 : bt_sampler_sample(s, row);
+            if (s != NULL)
+                bt_sampler_accept(s, tok);
+            ls->ids[1 + (*n_ids)++] = tok;
+        }
+    }
+    return st;
+}
+
+static void last_stage_free(last_stage_t *ls, int n_slots)
+{
+    for (int i = 0; ls->samplers != NULL && i < n_slots; i++)
+        bt_sampler_free(ls->samplers[i]);
+    free(ls->samplers);
+    free(ls->id);
+    free(ls->idx);
+    free(ls->ids);
+    free(ls->msg);
+}
+
+static bt_status_t last_stage_init(last_stage_t *ls, const bt_pipe_t *p)
+{
+    *ls = (last_stage_t){0};
+    ls->samplers = calloc((size_t)p->n_slots, sizeof *ls->samplers);
+    ls->id = calloc((size_t)p->n_slots, sizeof *ls->id);
+    ls->idx = malloc(sizeof *ls->idx * (size_t)p->max_tok);
+    ls->ids = malloc(sizeof *ls->ids * (size_t)(p->max_tok + 1));
+    if (!ls->samplers || !ls->id || !ls->idx || !ls->ids) {
+        last_stage_free(ls, p->n_slots);
+        bt_log_error("serve: cannot allocate the last stage's tables for %d slots",
+                     p->n_slots);
+        return BT_ERR_NOMEM;
+    }
+    return BT_OK;
+}
+
+/* ---- rank 0: the scheduler ---- */
+
+typedef struct seq {
+    int id;          /* the caller's request id; -1: the slot is free */
+    int32_t *prompt; /* [cap] */
+    int n_prompt, cap;
+    int n_fed;       /* prompt ids sent down the pipe */
+    int pos;         /* the position of the next row */
+    int32_t next;    /* the last chosen id: the next decode row's input */
+    int n_chosen, n_predict;
+    bool waiting;    /* a row that chooses its next id is in flight */
+    int64_t admitted;
+    seq_msg_t *msg;  /* the message to the last stage and its history */
+    size_t msg_cap;
+    MPI_Request msg_req;
+} seq_t;
+
+typedef struct sched {
+    bt_pipe_t *p;
+    const bt_serve_config_t *cfg;
+    const bt_serve_hooks_t *h;
+    last_stage_t *ls;  /* rank 0 is also the last stage when S = 1 */
+    seq_t *seq;        /* [n_slots] */
+    int n_groups, max_flight;
+    int *flight;       /* [max_flight][max_tok]: slots of each micro-batch's sampling rows */
+    int *flight_n;     /* [max_flight] */
+    int mb_sent, mb_done;
+    int64_t n_admitted;
+    int n_active;
+    bool no_more;      /* hooks.next has nothing left */
+    int32_t *tokens;   /* [max_tok] the inputs of the micro-batch being formed */
+    int32_t *ids;      /* [1 + max_tok] a received ids message */
+    bt_serve_stats_t stats;
+} sched_t;
+
+int bt_serve_default_groups(int n_stages, int n_slots)
+{
+    return n_slots < n_stages ? n_slots : n_stages;
+}
+
+/* Takes a request into free slot s. */
+static bt_status_t admit(sched_t *sc, int s, int id, const bt_seq_req_t *rq)
+{
+    bt_pipe_t *p = sc->p;
+    seq_t *q = &sc->seq[s];
+    const int n_vocab = p->model->hp.n_vocab;
+    if (rq->n_tokens < 1 || rq->n_tokens > p->fwd->n_ctx || rq->n_predict < 1) {
+        bt_log_error("serve: request %d: %d prompt ids and n_predict %d (the context holds %d)",
+                     id, rq->n_tokens, rq->n_predict, p->fwd->n_ctx);
+        return BT_ERR_ARG;
+    }
+    for (int i = 0; i < rq->n_tokens; i++)
+        if (rq->tokens[i] < 0 || rq->tokens[i] >= n_vocab) {
+            bt_log_error("serve: request %d: id %d at index %d is outside the vocabulary "
+                         "(0..%d)", id, rq->tokens[i], i, n_vocab - 1);
+            return BT_ERR_ARG;
+        }
+    const int n_hist = rq->sampling.repeat_penalty != 1.0f
+                           ? (rq->n_tokens < rq->sampling.repeat_last_n
+                                  ? rq->n_tokens : rq->sampling.repeat_last_n)
+                           : 0;
+    const size_t msg_bytes = sizeof(seq_msg_t) + (size_t)n_hist * sizeof(int32_t);
+    if (q->msg_req != MPI_REQUEST_NULL) /* long done: the sequence before has finished */
+        BT_MPI_CHECK(MPI_Wait(&q->msg_req, MPI_STATUS_IGNORE));
+    if (rq->n_tokens > q->cap) {
+        free(q->prompt);
+        q->prompt = malloc(sizeof *q->prompt * (size_t)rq->n_tokens);
+        q->cap = q->prompt != NULL ? rq->n_tokens : 0;
+    }
+    if (msg_bytes > q->msg_cap) {
+        free(q->msg);
+        q->msg = malloc(msg_bytes);
+        q->msg_cap = q->msg != NULL ? msg_bytes : 0;
+    }
+    if (q->prompt == NULL || q->msg == NULL) {
+        bt_log_error("serve: request %d: cannot keep %d prompt ids", id, rq->n_tokens);
+        return BT_ERR_NOMEM;
+    }
+    memcpy(q->prompt, rq->tokens, sizeof *q->prompt * (size_t)rq->n_tokens);
+    *q->msg = (seq_msg_t){id, s, n_hist, 0, rq->sampling};
+    memcpy(q->msg + 1, rq->tokens + rq->n_tokens - n_hist, sizeof(int32_t) * (size_t)n_hist);
+    q->id = id;
+    q->n_prompt = rq->n_tokens;
+    q->n_fed = q->pos = q->n_chosen = 0;
+    q->n_predict = rq->n_predict;
+    q->waiting = false;
+    q->admitted = sc->n_admitted++;
+    sc->n_active++;
+    return BT_OK;
+}
+
+/* Fills free slots from hooks.next. */
+static bt_status_t admit_all(sched_t *sc)
+{
+    bt_status_t st = BT_OK;
+    for (int s = 0; s < sc->cfg->n_slots && !sc->no_more && st == BT_OK; s++) {
+        if (sc->seq[s].id >= 0)
+            continue;
+        int id = -1;
+        bt_seq_req_t rq;
+        if (!sc->h->next(sc->h->arg, &id, &rq))
+            sc->no_more = true;
+        else
+            st = admit(sc, s, id, &rq);
+    }
+    return st;
+}
+
+/* Announces a new sequence to the last stage before its first row goes. */
+static bt_status_t announce(sched_t *sc, int s)
+{
+    seq_t *q = &sc->seq[s];
+    if (sc->p->n_stages == 1)
+        return begin_seq(sc->p, sc->ls, q->msg, (const int32_t *)(q->msg + 1));
+    const int bytes = (int)(sizeof *q->msg + (size_t)q->msg->n_hist * sizeof(int32_t));
+    BT_MPI_CHECK(MPI_Isend(q->msg, bytes, MPI_BYTE, sc->p->n_stages - 1, BT_TAG_SEQ,
+                           sc->p->comm, &q->msg_req));
+    return BT_OK;
+}
+
+static void add_row(sched_t *sc, bt_row_t *rows, int *n, int s, int32_t tok, int flags)
+{
+    seq_t *q = &sc->seq[s];
+    if (sc->cfg->all_logits)
+        flags |= BT_ROW_LOGITS;
+    if (flags & BT_ROW_SAMPLE) {
+        int *f = sc->flight + (size_t)(sc->mb_sent % sc->max_flight) * sc->p->max_tok;
+        f[sc->flight_n[sc->mb_sent % sc->max_flight]++] = s;
+        q->waiting = true;
+    }
+    sc->tokens[*n] = tok;
+    rows[(*n)++] = (bt_row_t){s, q->pos++, flags, q->id};
+}
+
+/* The oldest admitted sequence with prompt ids left to send, or -1. */
+static int oldest_prefill(const sched_t *sc)
+{
+    int best = -1;
+    for (int s = 0; s < sc->cfg->n_slots; s++) {
+        const seq_t *q = &sc->seq[s];
+        if (q->id >= 0 && q->n_fed < q->n_prompt &&
+            (best < 0 || q->admitted < sc->seq[best].admitted))
+            best = s;
+    }
+    return best;
+}
+
+/* Forms the next micro-batch into rows (serve.h: decode rows first, then
+ * prompt rows); returns its row count (0: nothing to send). */
+static int form(sched_t *sc, bt_row_t *rows, bt_status_t *st)
+{
+    const int budget = sc->cfg->ubatch, S = sc->cfg->n_slots;
+    int n = 0, n_dec = 0;
+    sc->flight_n[sc->mb_sent % sc->max_flight] = 0;
+    for (int s = 0; s < S; s++)
+        n_dec += sc->seq[s].id >= 0 && sc->seq[s].n_fed == sc->seq[s].n_prompt;
+    int cap = (n_dec + sc->n_groups - 1) / sc->n_groups;
+    cap = cap < budget ? cap : budget;
+    for (int s = 0; s < S && n < cap; s++) {
+        seq_t *q = &sc->seq[s];
+        if (q->id >= 0 && q->n_fed == q->n_prompt && !q->waiting)
+            add_row(sc, rows, &n, s, q->next, BT_ROW_LOGITS | BT_ROW_SAMPLE);
+    }
+    sc->stats.n_decode += n;
+    int s;
+    while (n < budget && *st == BT_OK && (s = oldest_prefill(sc)) >= 0) {
+        seq_t *q = &sc->seq[s];
+        if (q->n_fed == 0 && (*st = announce(sc, s)) != BT_OK)
+            break;
+        const int k = q->n_prompt - q->n_fed < budget - n ? q->n_prompt - q->n_fed : budget - n;
+        for (int i = 0; i < k; i++, q->n_fed++) {
+            int flags = q->n_fed == 0 ? BT_ROW_FIRST : 0;
+            if (q->n_fed == q->n_prompt - 1)
+                flags |= BT_ROW_LOGITS | BT_ROW_SAMPLE;
+            add_row(sc, rows, &n, s, q->prompt[q->n_fed], flags);
+        }
+        sc->stats.n_prompt += k;
+    }
+    return n;
+}
+
+/* A sequence ended: tell the caller, free the slot. */
+static void finish(sched_t *sc, int s, bt_finish_t why)
+{
+    seq_t *q = &sc->seq[s];
+    sc->h->finish(sc->h->arg, q->id, why);
+    q->id = -1;
+    sc->n_active--;
+    sc->stats.n_requests++;
+}
+
+/* The ids of micro-batch mb, one per sampling row in row order. */
+static void apply_ids(sched_t *sc, int mb, const int32_t *ids, int n)
+{
+    const int *slots = sc->flight + (size_t)(mb % sc->max_flight) * sc->p->max_tok;
+    const int n_ctx = sc->p->fwd->n_ctx;
+    for (int i = 0; i < n; i++) {
+        seq_t *q = &sc->seq[slots[i]];
+        q->waiting = false;
+        q->n_chosen++;
+        sc->stats.n_chosen++;
+        if (!sc->h->token(sc->h->arg, q->id, ids[i]))
+            finish(sc, slots[i], BT_FINISH_STOP);
+        else if (q->n_chosen >= q->n_predict || q->pos >= n_ctx)
+            finish(sc, slots[i], BT_FINISH_LENGTH);
+        else
+            q->next = ids[i];
+    }
+}
+
+/* Rank 0 waits for the oldest micro-batch's ids from the last stage. */
+static bt_status_t recv_ids(sched_t *sc)
+{
+    bt_pipe_t *p = sc->p;
+    int32_t *ids = sc->ids;
+    MPI_Status status;
+    int count = 0;
+    const double t0 = bt_trace_now(p->tr.trace);
+    BT_MPI_CHECK(MPI_Recv(ids, p->max_tok + 1, MPI_INT32_T, p->n_stages - 1, BT_TAG_IDS, p->comm,
+                          &status));
+    bt_trace_span(p->tr.trace, BT_EV_TOKEN_WAIT, sc->mb_done, t0);
+    MPI_Get_count(&status, MPI_INT32_T, &count);
+    const int want = sc->flight_n[sc->mb_done % sc->max_flight];
+    if (count != want + 1 || ids[0] != sc->mb_done) {
+        bt_log_error("serve: expected %d ids of micro-batch %d, got %d of micro-batch %d", want,
+                     sc->mb_done, count - 1, ids[0]);
+        return BT_ERR_MPI;
+    }
+    apply_ids(sc, sc->mb_done++, ids + 1, want);
+    return BT_OK;
+}
+
+/* Rank 0: embeds, computes and sends (or, alone, finishes) one micro-batch. */
+static bt_status_t send_mb(sched_t *sc, int n)
+{
+    bt_pipe_t *p = sc->p;
+    bt_transport_t *t = &p->tr;
+    const int slot = sc->mb_sent % BT_TRANSPORT_SLOTS;
+    bt_row_t *rows = bt_transport_rows(t, slot);
+    bt_transport_header(t, slot)->n_rows = n;
+    float *x = bt_transport_payload(t, slot);
+    const double t0 = bt_trace_now(t->trace);
+    bt_status_t st = bt_forward_embed(p->fwd, sc->tokens, n, x);
+    if (st == BT_OK)
+        st = bt_forward_rows(p->fwd, x, rows, n);
+    int n_ids = 0;
+    if (st == BT_OK && p->last)
+        st = last_rows(p, sc->ls, rows, n, x, sc->h, &n_ids);
+    bt_trace_span(t->trace, BT_EV_COMPUTE, sc->mb_sent, t0);
+    sc->stats.n_mb++;
+    if (st != BT_OK)
+        return st;
+    if (p->last) { /* one stage: the ids are here */
+        sc->mb_sent++;
+        apply_ids(sc, sc->mb_done++, sc->ls->ids + 1, n_ids);
+        return BT_OK;
+    }
+    *bt_transport_header(t, slot) = (bt_act_header_t){.mb = sc->mb_sent++, .n_rows = n};
+    return bt_transport_send(t, slot);
+}
+
+static bt_status_t schedule(sched_t *sc)
+{
+    bt_pipe_t *p = sc->p;
+    bt_status_t st = BT_OK;
+    while (st == BT_OK) {
+        if ((st = admit_all(sc)) != BT_OK)
+            break;
+        if (sc->mb_sent - sc->mb_done < sc->max_flight) {
+            const int slot = sc->mb_sent % BT_TRANSPORT_SLOTS;
+            if ((st = bt_transport_acquire(&p->tr, slot)) != BT_OK)
+                break;
+            int n = form(sc, bt_transport_rows(&p->tr, slot), &st);
+            if (n > 0 && st == BT_OK) {
+                st = send_mb(sc, n);
+                continue;
+            }
+        }
+        if (st != BT_OK)
+            break;
+        if (sc->mb_sent > sc->mb_done)
+            st = recv_ids(sc);
+        else if (sc->n_active == 0 && sc->no_more)
+            break;
+        else { /* every active sequence waits on nothing: cannot happen */
+            bt_log_error("serve: %d sequences active and nothing to run", sc->n_active);
+            st = BT_ERR_MPI;
+        }
+    }
+    if (st == BT_OK && p->n_stages > 1)
+        st = bt_transport_send_stop(&p->tr);
+    for (int s = 0; s < sc->cfg->n_slots && st == BT_OK; s++)
+        if (sc->seq[s].msg_req != MPI_REQUEST_NULL)
+            BT_MPI_CHECK(MPI_Wait(&sc->seq[s].msg_req, MPI_STATUS_IGNORE));
+    if (st == BT_OK)
+        st = bt_transport_drain(&p->tr);
+    return st;
+}
+
+static void sched_free(sched_t *sc)
+{
+    for (int s = 0; sc->seq != NULL && s < sc->cfg->n_slots; s++) {
+        free(sc->seq[s].prompt);
+        free(sc->seq[s].msg);
+    }
+    free(sc->seq);
+    free(sc->flight);
+    free(sc->flight_n);
+    free(sc->tokens);
+    free(sc->ids);
+}
+
+static bt_status_t sched_init(sched_t *sc)
+{
+    const bt_pipe_t *p = sc->p;
+    const bt_serve_config_t *c = sc->cfg;
+    sc->n_groups = c->n_groups > 0 ? c->n_groups : bt_serve_default_groups(p->n_stages, c->n_slots);
+    sc->max_flight = c->sync ? 1 : sc->n_groups > p->n_stages ? sc->n_groups : p->n_stages + 1;
+    sc->seq = calloc((size_t)c->n_slots, sizeof *sc->seq);
+    sc->flight = malloc(sizeof *sc->flight * (size_t)sc->max_flight * (size_t)p->max_tok);
+    sc->flight_n = calloc((size_t)sc->max_flight, sizeof *sc->flight_n);
+    sc->tokens = malloc(sizeof *sc->tokens * (size_t)p->max_tok);
+    sc->ids = malloc(sizeof *sc->ids * (size_t)(p->max_tok + 1));
+    if (!sc->seq || !sc->flight || !sc->flight_n || !sc->tokens || !sc->ids) {
+        bt_log_error("serve: cannot allocate the scheduler's tables for %d slots", c->n_slots);
+        return BT_ERR_NOMEM;
+    }
+    for (int s = 0; s < c->n_slots; s++)
+        sc->seq[s] = (seq_t){.id = -1, .msg_req = MPI_REQUEST_NULL};
+    return BT_OK;
+}
+
+/* ---- the other stages ---- */
+
+/* Receives micro-batches until STOP: computes, passes on (or, last,
+ * samples and sends the ids to rank 0). */
+static bt_status_t follow(bt_pipe_t *p, last_stage_t *ls, const bt_serve_hooks_t *h)
+{
+    bt_transport_t *t = &p->tr;
+    bt_status_t st = bt_transport_post_recv(t, 0);
+    for (int mb = 0; st == BT_OK; mb++) {
+        const int slot = mb % BT_TRANSPORT_SLOTS;
+        bool stop = false;
+        if ((st = bt_transport_wait_recv(t, slot, mb, -1, &stop)) != BT_OK)
+            break;
+        if (stop) {
+            if (!p->last)
+                st = bt_transport_send_stop(t);
+            break;
+        }
+        if ((st = bt_transport_post_recv(t, (mb + 1) % BT_TRANSPORT_SLOTS)) != BT_OK)
+            break;
+        const int n = bt_transport_header(t, slot)->n_rows;
+        const bt_row_t *rows = bt_transport_rows(t, slot);
+        float *x = bt_transport_payload(t, slot);
+        const double t0 = bt_trace_now(t->trace);
+        st = bt_forward_rows(p->fwd, x, rows, n);
+        int n_ids = 0;
+        if (st == BT_OK && p->last)
+            st = last_rows(p, ls, rows, n, x, h, &n_ids);
+        bt_trace_span(t->trace, BT_EV_COMPUTE, mb, t0);
+        if (st != BT_OK)
+            break;
+        if (p->last) {
+            ls->ids[0] = mb;
+            BT_MPI_CHECK(MPI_Send(ls->ids, n_ids + 1, MPI_INT32_T, 0, BT_TAG_IDS, p->comm));
+        } else {
+            st = bt_transport_send(t, slot);
+        }
+    }
+    if (st == BT_OK)
+        st = bt_transport_drain(t);
+    return st;
+}
+
+bt_status_t bt_pipe_serve(bt_pipe_t *p, const bt_serve_config_t *cfg,
+                          const bt_serve_hooks_t *hooks, bt_serve_stats_t *stats)
+{
+    if (cfg->n_slots < 1 || cfg->n_slots > p->n_slots || cfg->ubatch < 1 ||
+        cfg->ubatch > p->max_tok || cfg->n_groups < 0) {
+        bt_log_error("serve: %d sequences (the cache holds %d), micro-batches of %d (at most "
+                     "%d), %d groups", cfg->n_slots, p->n_slots, cfg->ubatch, p->max_tok,
+                     cfg->n_groups);
+        return BT_ERR_ARG;
+    }
+    last_stage_t ls = {0};
+    bt_status_t st = p->last ? last_stage_init(&ls, p) : BT_OK;
+    if (st == BT_OK && p->first) {
+        sched_t sc = {.p = p, .cfg = cfg, .h = hooks, .ls = &ls};
+        st = sched_init(&sc);
+        if (st == BT_OK)
+            st = schedule(&sc);
+        if (stats != NULL)
+            *stats = sc.stats;
+        sched_free(&sc);
+    } else if (st == BT_OK) {
+        st = follow(p, &ls, hooks);
+    }
+    if (p->last)
+        last_stage_free(&ls, p->n_slots);
+    return st;
+}

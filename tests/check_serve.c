@@ -1,0 +1,401 @@
+/*
+ * check_serve.c: many sequences through the pipeline (stages/serve.h), run
+ * through tests/mpi-run with the rank count from the test's name
+ * (CK_FORK=no).
+ *   composition: 12 prompts of 1 to 40 ids, 16 greedy tokens each: every
+ *                sequence's logits (every row) and ids bitwise equal to its
+ *                run alone in one process, for --parallel 1, 3 and 12,
+ *                micro-batches of 1, 3 and 8 rows, pipeline 0 and 1 and
+ *                2 or automatic groups. One of them is the golden model's
+ *                own sequence: its logits stay within the golden file's
+ *                tolerance and its ids are llama.cpp's.
+ *   reuse:       20 requests through 4 slots with different n_predict, some
+ *                stopped early by the caller: every one finishes with the
+ *                right reason, and its ids are its solo run's.
+ *   sampled:     seeded sampled requests give their solo run's ids at
+ *                --parallel 1 and 8.
+ *   threads:     the same with 2 threads per rank (attention of short runs
+ *                spread over the team).
+ * The model is tests/data/golden/tiny-llama-golden-f32.gguf (256 ids).
+ */
+#include <check.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "sampler.h"
+#include "stages/serve.h"
+#include "testutil.h"
+#include "mpitest.h"
+
+enum { N_REQ = 12, MAX_PROMPT = 40, N_PREDICT = 16, N_CTX = MAX_PROMPT + N_PREDICT,
+       GOLDEN_REQ = 6, MAX_TOK = 8, N_SLOTS = 12 };
+
+static char model_path[700];
+static int n_vocab;
+
+/* A request and its run alone. */
+typedef struct solo {
+    int32_t prompt[MAX_PROMPT];
+    int n_prompt;
+    bt_sampler_params_t sp;
+    float *rows;               /* [n_prompt + N_PREDICT - 1, n_vocab] */
+    int32_t ids[N_PREDICT];
+} solo_t;
+
+static solo_t greedy[N_REQ], sampled[N_REQ];
+
+static const int prompt_len[N_REQ] = {1, 4, 7, 40, 13, 2, 32, 25, 9, 18, 33, 5};
+
+/* The whole model in this process: the prompt as one batch, then
+ * N_PREDICT - 1 decode steps, each id from a sampler with s->sp. */
+static int run_alone(solo_t *s)
+{
+    bt_model_t *m;
+    bt_forward_t *f;
+    bt_sampler_t *smp;
+    if (bt_model_load(model_path, 0, -1, true, true, &m) != BT_OK)
+        return 0;
+    n_vocab = m->hp.n_vocab;
+    int ok = bt_forward_init(m, &bt_ops_cpu, N_CTX, 1, MAX_PROMPT, 1, BT_TYPE_F32, &f) == BT_OK;
+    ok = ok && bt_sampler_init(&s->sp, n_vocab, &smp) == BT_OK;
+    float *x = malloc(sizeof(float) * MAX_PROMPT * (size_t)m->hp.n_embd);
+    s->rows = malloc(sizeof(float) * (size_t)(s->n_prompt + N_PREDICT - 1) * (size_t)n_vocab);
+    ok = ok && x && s->rows && bt_forward_embed(f, s->prompt, s->n_prompt, x) == BT_OK &&
+         bt_forward_layers(f, x, s->n_prompt, 0) == BT_OK;
+    if (ok)
+        bt_forward_head(f, x, s->n_prompt, s->rows);
+    for (int i = 0; ok && i < N_PREDICT; i++) {
+        const int pos = s->n_prompt - 1 + i;
+        const float *row = s->rows + (size_t)pos * n_vocab;
+        s->ids[i] = bt_sampler_sample(smp, row);
+        bt_sampler_accept(smp, s->ids[i]);
+        if (i + 1 == N_PREDICT)
+            break;
+        ok = bt_forward_embed(f, &s->ids[i], 1, x) == BT_OK &&
+             bt_forward_layers(f, x, 1, pos + 1) == BT_OK;
+        bt_forward_head(f, x, 1, s->rows + (size_t)(pos + 1) * n_vocab);
+    }
+    free(x);
+    if (ok)
+        bt_sampler_free(smp);
+    bt_forward_free(f);
+    bt_model_free(m);
+    return ok;
+}
+
+/* ---- a serve run ---- */
+
+typedef struct job {
+    const solo_t *solo;  /* [n] the requests */
+    int n, next;
+    int n_predict[32];   /* per request */
+    int stop_after[32];  /* the token hook says stop at this many ids (0: never) */
+    int32_t ids[32][N_CTX + 1];
+    int n_ids[32];
+    int finished[32];    /* 1 + bt_finish_t */
+    float *rows[32];     /* last stage: every row's logits */
+} job_t;
+
+static bool next_req(void *arg, int *id, bt_seq_req_t *rq)
+{
+    job_t *j = arg;
+    if (j->next == j->n)
+        return false;
+    const solo_t *s = &j->solo[j->next % N_REQ];
+    *id = j->next;
+    *rq = (bt_seq_req_t){s->prompt, s->n_prompt, j->n_predict[j->next], s->sp};
+    j->next++;
+    return true;
+}
+
+static bool on_token(void *arg, int id, int32_t tok)
+{
+    job_t *j = arg;
+    ck_assert_int_le(j->n_ids[id], N_CTX);
+    j->ids[id][j->n_ids[id]++] = tok;
+    return j->stop_after[id] == 0 || j->n_ids[id] < j->stop_after[id];
+}
+
+static void on_finish(void *arg, int id, bt_finish_t why)
+{
+    job_t *j = arg;
+    ck_assert_int_eq(j->finished[id], 0);
+    j->finished[id] = 1 + (int)why;
+}
+
+static bt_status_t on_logits(void *arg, int id, int pos, const float *row)
+{
+    job_t *j = arg;
+    ck_assert_int_lt(pos, N_CTX);
+    memcpy(j->rows[id] + (size_t)pos * n_vocab, row, sizeof(float) * (size_t)n_vocab);
+    return BT_OK;
+}
+
+static void job_init(job_t *j, const solo_t *solo, int n)
+{
+    memset(j, 0, sizeof *j);
+    j->solo = solo;
+    j->n = n;
+    for (int i = 0; i < n; i++) {
+        j->n_predict[i] = N_PREDICT;
+        j->rows[i] = malloc(sizeof(float) * N_CTX * (size_t)n_vocab);
+        memset(j->rows[i], 0xff, sizeof(float) * N_CTX * (size_t)n_vocab); /* NaN */
+    }
+}
+
+static void job_free(job_t *j)
+{
+    for (int i = 0; i < j->n; i++)
+        free(j->rows[i]);
+}
+
+static bt_pipe_t pipe_;
+static bt_pipe_config_t pipe_cfg;
+
+static void serve(job_t *j, int n_slots, int ubatch, bool sync, int n_groups)
+{
+    bt_serve_config_t cfg = {n_slots, n_groups, ubatch, sync, true};
+    bt_serve_hooks_t h = {next_req, on_token, on_finish, on_logits, j};
+    bt_serve_stats_t stats;
+    ck_assert_int_eq(bt_pipe_serve(&pipe_, &cfg, &h, &stats), BT_OK);
+    if (rank == 0)
+        ck_assert_int_eq(stats.n_requests, j->n);
+}
+
+/* Request i against its solo run: ids on rank 0 (the first n_ids of
+ * them), every row's logits on the last stage. */
+static int matches(const job_t *j, int i, const char *what)
+{
+    const solo_t *s = &j->solo[i % N_REQ];
+    const int n_ids = j->n_ids[i] < N_PREDICT ? j->n_ids[i] : N_PREDICT;
+    int ok = 1;
+    if (rank == 0 && memcmp(j->ids[i], s->ids, sizeof(int32_t) * (size_t)n_ids) != 0) {
+        fprintf(stderr, "%s: request %d: ids differ from its run alone\n", what, i);
+        ok = 0;
+    }
+    const size_t n_rows = (size_t)(s->n_prompt + n_ids - 1);
+    if (rank == size - 1 &&
+        memcmp(j->rows[i], s->rows, sizeof(float) * n_rows * (size_t)n_vocab) != 0) {
+        fprintf(stderr, "%s: request %d: logits differ from its run alone\n", what, i);
+        ok = 0;
+    }
+    return ok;
+}
+
+/* ---- tests ---- */
+
+START_TEST(test_composition)
+{
+    static const int parallel[] = {1, 3, 12}, ubs[] = {1, 3, 8}, groups[] = {0, 2};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            for (int mode = 0; mode <= 2; mode++) { /* sync; auto groups; 2 groups */
+                char what[96];
+                snprintf(what, sizeof what, "%d ranks, --parallel %d, -ub %d, %s", size,
+                         parallel[a], ubs[b], mode == 0 ? "pipeline 0" : mode == 1
+                                                  ? "pipeline 1" : "pipeline 1, 2 groups");
+                job_t j;
+                job_init(&j, greedy, N_REQ);
+                serve(&j, parallel[a], ubs[b], mode == 0, mode == 2 ? groups[1] : groups[0]);
+                int ok = 1;
+                for (int i = 0; i < N_REQ; i++) {
+                    ok &= matches(&j, i, what);
+                    if (rank == 0)
+                        ok &= j.n_ids[i] == N_PREDICT && j.finished[i] == 1 + BT_FINISH_LENGTH;
+                }
+                job_free(&j);
+                ck_assert_msg(all_ok(ok), "%s: a sequence depends on its batch", what);
+            }
+}
+END_TEST
+
+/* Two threads per rank: short runs' attention spread over the team. */
+START_TEST(test_threads)
+{
+    bt_pipe_t one = pipe_;
+    bt_pipe_config_t cfg = pipe_cfg;
+    cfg.n_threads = 2;
+    ck_assert_int_eq(bt_pipe_init(&pipe_, MPI_COMM_WORLD, &cfg), BT_OK);
+    job_t j;
+    job_init(&j, greedy, N_REQ);
+    serve(&j, N_SLOTS, MAX_TOK, false, 0);
+    int ok = 1;
+    for (int i = 0; i < N_REQ; i++)
+        ok &= matches(&j, i, "2 threads");
+    job_free(&j);
+    bt_pipe_free(&pipe_);
+    pipe_ = one;
+    ck_assert_msg(all_ok(ok), "%d ranks, 2 threads: a sequence depends on the team", size);
+}
+END_TEST
+
+/* The golden model's own sequence (ids 1..32) among the others. */
+START_TEST(test_golden_among_others)
+{
+    static const int32_t expect[9] = {235, 206, 155, 56, 69, 202, 167, 91, 210};
+    size_t bytes;
+    float *ref = tu_read_file(tu_golden_path("tiny-llama-golden-f32.logits.bin"), &bytes);
+    ck_assert_ptr_nonnull(ref);
+    ck_assert_uint_eq(bytes, 40 * 256 * sizeof(float));
+    job_t j;
+    job_init(&j, greedy, N_REQ);
+    serve(&j, 5, 8, false, 0);
+    int ok = 1;
+    if (rank == 0)
+        ok = memcmp(j.ids[GOLDEN_REQ], expect, sizeof expect) == 0;
+    double max_diff = 0;
+    if (rank == size - 1)
+        for (int i = 0; i < 40 * 256; i++)
+            max_diff = fmax(max_diff, fabs((double)j.rows[GOLDEN_REQ][i] - ref[i]));
+    ok &= max_diff <= 1e-4;
+    if (rank == size - 1)
+        fprintf(stderr, "golden sequence among 12: max abs diff %.3g\n", max_diff);
+    job_free(&j);
+    free(ref);
+    ck_assert_msg(all_ok(ok), "the golden sequence in a batch: ids or logits off");
+}
+END_TEST
+
+START_TEST(test_reuse)
+{
+    job_t j;
+    job_init(&j, greedy, 20);
+    for (int i = 0; i < 20; i++) {
+        j.n_predict[i] = 1 + (i * 7) % N_PREDICT;
+        j.stop_after[i] = i % 5 == 0 ? 3 : 0;
+    }
+    serve(&j, 4, 3, false, 0);
+    int ok = 1;
+    for (int i = 0; i < 20 && rank == 0; i++) {
+        const int want = j.stop_after[i] && j.stop_after[i] <= j.n_predict[i] ? j.stop_after[i]
+                                                                             : j.n_predict[i];
+        const bt_finish_t why = j.stop_after[i] && j.stop_after[i] <= j.n_predict[i]
+                                    ? BT_FINISH_STOP : BT_FINISH_LENGTH;
+        if (j.n_ids[i] != want || j.finished[i] != 1 + (int)why) {
+            fprintf(stderr, "request %d: %d ids, finish %d; want %d, finish %d\n", i,
+                    j.n_ids[i], j.finished[i] - 1, want, (int)why);
+            ok = 0;
+        }
+    }
+    for (int i = 0; i < 20; i++)
+        ok &= matches(&j, i, "20 requests in 4 slots");
+    job_free(&j);
+    ck_assert_msg(all_ok(ok), "%d ranks: 20 requests through 4 slots", size);
+}
+END_TEST
+
+START_TEST(test_sampled)
+{
+    static const int parallel[] = {1, 8};
+    for (int a = 0; a < 2; a++) {
+        job_t j;
+        job_init(&j, sampled, N_REQ);
+        serve(&j, parallel[a], 8, false, 0);
+        int ok = 1;
+        for (int i = 0; i < N_REQ; i++)
+            ok &= matches(&j, i, "sampled");
+        job_free(&j);
+        ck_assert_msg(all_ok(ok), "%d ranks, --parallel %d: seeded sampling depends on the "
+                      "batch", size, parallel[a]);
+    }
+}
+END_TEST
+
+/* A full context ends a sequence: with N_CTX positions per slot, the
+ * 40-id prompt (request 3) can feed 16 more ids, so it chooses 17 of its
+ * 30 and ends with BT_FINISH_LENGTH; the others get their 30. */
+START_TEST(test_context_full)
+{
+    job_t j;
+    job_init(&j, greedy, N_REQ);
+    for (int i = 0; i < N_REQ; i++)
+        j.n_predict[i] = 30;
+    serve(&j, 3, 8, false, 0);
+    int ok = 1;
+    for (int i = 0; i < N_REQ; i++) {
+        ok &= matches(&j, i, "a full context");
+        const int room = N_CTX - prompt_len[i] + 1;
+        if (rank == 0 && (j.n_ids[i] != (room < 30 ? room : 30) ||
+                          j.finished[i] != 1 + BT_FINISH_LENGTH)) {
+            fprintf(stderr, "request %d: %d ids (room for %d), finish %d\n", i, j.n_ids[i],
+                    room, j.finished[i] - 1);
+            ok = 0;
+        }
+    }
+    job_free(&j);
+    ck_assert_msg(all_ok(ok), "%d ranks: a full context does not end its sequence", size);
+}
+END_TEST
+
+static void make_requests(void)
+{
+    for (int i = 0; i < N_REQ; i++) {
+        solo_t *g = &greedy[i], *s = &sampled[i];
+        g->n_prompt = prompt_len[i];
+        for (int k = 0; k < g->n_prompt; k++)
+            g->prompt[k] = i == GOLDEN_REQ ? k + 1 : (i * 53 + k * 7 + 3) % 256;
+        g->sp = bt_sampler_defaults();
+        g->sp.temp = 0.0f;
+        *s = *g;
+        s->sp = bt_sampler_defaults();
+        s->sp.seed = 1000 + (uint64_t)i;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    bt_log_set_rank(rank);
+    /* tu_golden_path asserts, which only a running test may do */
+    const char *dir = getenv("BT_GOLDEN_DIR");
+    snprintf(model_path, sizeof model_path, "%s/tiny-llama-golden-f32.gguf",
+             dir != NULL && *dir ? dir : BT_TOP_SRCDIR "/tests/data/golden");
+    if (getenv("BT_SRCDIR") != NULL && (dir == NULL || !*dir))
+        snprintf(model_path, sizeof model_path, "%s/tests/data/golden/tiny-llama-golden-f32.gguf",
+                 getenv("BT_SRCDIR"));
+    make_requests();
+    int ok = 1;
+    for (int i = 0; i < N_REQ; i++)
+        ok &= run_alone(&greedy[i]) && run_alone(&sampled[i]);
+    pipe_cfg = (bt_pipe_config_t){
+        .model_path = model_path, .head_share = 0.3, .n_ctx = N_CTX, .max_tok = MAX_TOK,
+        .n_threads = 1, .ops = &bt_ops_cpu, .all_logits = true, .trace_events = 1 << 14,
+        .n_slots = N_SLOTS,
+    };
+    if (!all_ok(ok) || bt_pipe_init(&pipe_, MPI_COMM_WORLD, &pipe_cfg) != BT_OK) {
+        if (rank == 0)
+            fprintf(stderr, "cannot run the solo references or open the pipe on %s\n",
+                    model_path);
+        MPI_Finalize();
+        return 1;
+    }
+    Suite *s = suite_create(size == 1 ? "serve (1 rank)" : "serve");
+    TCase *tc = tcase_create("sequences");
+    tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, abort_on_failure, NULL);
+    tcase_add_test(tc, test_composition);
+    tcase_add_test(tc, test_threads);
+    tcase_add_test(tc, test_golden_among_others);
+    tcase_add_test(tc, test_reuse);
+    tcase_add_test(tc, test_sampled);
+    tcase_add_test(tc, test_context_full);
+    suite_add_tcase(s, tc);
+    runner = srunner_create(s);
+    srunner_set_fork_status(runner, CK_NOFORK);
+    srunner_run_all(runner, rank == 0 ? CK_VERBOSE : CK_SILENT);
+    abort_on_failure();
+    srunner_free(runner);
+    bt_pipe_free(&pipe_);
+    for (int i = 0; i < N_REQ; i++) {
+        free(greedy[i].rows);
+        free(sampled[i].rows);
+    }
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,44 @@
+/*
+ * mpitest.h: what the MPI Check suites share (check_pipeline, check_serve):
+ * the rank and size, a verdict combined over all ranks, and the fixture
+ * that ends the job when one rank has failed.
+ */
+#ifndef BT_TESTS_MPITEST_H
+#define BT_TESTS_MPITEST_H
+
+#include <check.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int rank, size;
+static SRunner *runner;
+
+/* 1 when ok is 1 on every rank. */
+static inline int all_ok(int ok)
+{
+    int all;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all;
+}
+
+/* With CK_NOFORK a failed assertion jumps out of the test on its rank
+ * only; the other ranks may be waiting for it inside that test (in
+ * all_ok, a collective or a receive) and would wait until the launcher's
+ * timeout. Run before every test (a checked fixture) and after the last:
+ * once this rank has a failure, it says which and aborts the job. */
+static inline void abort_on_failure(void)
+{
+    if (runner == NULL || srunner_ntests_failed(runner) == 0)
+        return;
+    TestResult **failures = srunner_failures(runner);
+    TestResult *tr = failures[srunner_ntests_failed(runner) - 1];
+    fprintf(stderr, "rank %d: %s:%d: %s (test case %s) failed; aborting the job\n", rank,
+            tr_lfile(tr), tr_lno(tr), tr_msg(tr), tr_tcname(tr));
+    free(failures);
+    srunner_print(runner, CK_VERBOSE); /* Check prints its lines only at the end */
+    fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+#endif /* BT_TESTS_MPITEST_H */
