@@ -44,7 +44,7 @@ typedef struct bt_bench_params {
     int n_models;
     bt_int_list_t n_prompt, n_gen, batch, ubatch, threads, pipeline;
     bt_int_list_t parallel; /* -npl/--parallel: sequences at once (default 1) */
-    int groups;             /* --groups: micro-batches in flight when P > 1 (0: automatic) */
+    int groups;             /* --groups: decode groups when P > 1, pipeline 1 (0: automatic) */
     int (*pg)[2]; /* -pg pairs */
     int n_pg;
     bt_split_t *splits; /* -ts values; one empty split by default */
