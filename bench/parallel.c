@@ -24,6 +24,7 @@ int bt_parallel_ubatch(const bt_bench_test_t *t)
 typedef struct par_run {
     const int32_t *ids; /* [parallel, prompt_len] */
     int prompt_len, n_predict, parallel;
+    int64_t rows;       /* rows the figure counts: P x the test's tokens (0: warm-up) */
     int next;           /* requests handed out */
     int64_t chosen;     /* tokens chosen */
     int finished, stopped;
@@ -60,23 +61,26 @@ static void par_finish(void *arg, int id, bt_finish_t why)
     r->stopped += why != BT_FINISH_LENGTH;
 }
 
-/* Rank 0: every request ran to its n_predict tokens, or the figure would
- * count tokens that were never computed. */
+/* Rank 0: every request ran to its n_predict tokens and the rows computed
+ * are the tokens the figure counts, or t/s would count tokens that were
+ * never computed. */
 static bt_status_t check_counts(const par_run_t *r, const bt_serve_stats_t *s)
 {
     const int64_t want = (int64_t)r->parallel * r->n_predict;
     const int64_t want_prompt = (int64_t)r->parallel * r->prompt_len;
     if (r->finished == r->parallel && r->stopped == 0 && r->chosen == want &&
         s->n_requests == r->parallel && s->n_prompt == want_prompt &&
-        s->n_decode == want - r->parallel)
+        s->n_decode == want - r->parallel &&
+        (r->rows == 0 || s->n_prompt + s->n_decode == r->rows))
         return BT_OK;
     bt_log_error("-npl %d: the engine finished %d requests (%d stopped early) and chose %lld "
                  "tokens over %lld prompt and %lld decode rows; the test needs %d requests of "
                  "%d prompt tokens choosing %d each (%lld tokens, %lld prompt and %lld decode "
-                 "rows)", r->parallel, r->finished, r->stopped, (long long)r->chosen,
-                 (long long)s->n_prompt, (long long)s->n_decode, r->parallel, r->prompt_len,
-                 r->n_predict, (long long)want, (long long)want_prompt,
-                 (long long)(want - r->parallel));
+                 "rows; the figure counts %lld rows, 0: warm-up)", r->parallel, r->finished,
+                 r->stopped, (long long)r->chosen, (long long)s->n_prompt,
+                 (long long)s->n_decode, r->parallel, r->prompt_len, r->n_predict,
+                 (long long)want, (long long)want_prompt, (long long)(want - r->parallel),
+                 (long long)r->rows);
     return BT_ERR_UNSUPPORTED;
 }
 
@@ -88,6 +92,7 @@ bt_status_t bt_parallel_run(bt_pipe_t *p, const bt_bench_test_t *t, const int32_
         .prompt_len = bt_parallel_prompt_len(t),
         .n_predict = bt_parallel_n_predict(t, warmup),
         .parallel = t->parallel,
+        .rows = warmup ? 0 : (int64_t)t->parallel * (t->n_prompt + t->n_gen),
     };
     const bt_serve_config_t cfg = {
         .n_slots = t->parallel,

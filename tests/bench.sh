@@ -96,12 +96,49 @@ if mpi 3 "$b" -m "$m" -p 8 -n 0 -r 1 -t 1 -v >/dev/null 2>"$tmp/err" &&
 then ok "-v prints the 2 links of 3 ranks"; else bad "-v link probe lines"; cat "$tmp/err"; fi
 # the writer alone: n_parallel round trip; older and newer format versions
 # refused with their bytes and mtime unchanged
-"$bin/tests/check_results" --writer "$tmp" >"$tmp/chk" 2>&1 &&
+mkdir -p "$tmp/writer"
+"$bin/tests/check_results" --writer "$tmp/writer" >"$tmp/chk" 2>&1 &&
     ok "HDF5 writer: n_parallel read back, files of other versions refused untouched" ||
     { bad "HDF5 writer"; cat "$tmp/chk"; }
 if command -v h5dump >/dev/null; then
     h5dump -H "$h5" >/dev/null 2>&1 && ok "h5dump reads the file" || bad "h5dump"
 fi
+
+# ---- -npl: P sequences at once through the serve engine ----
+# 12 tests (pp, tg, pg x pipeline 0/1 x -npl 1/3): rows, stage times and
+# the trace files of the parallel tests, as for the others
+if mpi 2 "$b" -m "$m" -p 16 -n 4 -pg 8,3 -r 2 -t 1 -ub 8 --pipeline 0,1 -npl 1,3 -o jsonl \
+    --hdf5 "$tmp/npl.h5" --trace-dir "$tmp/npl-traces" >"$tmp/npl.jsonl" 2>"$tmp/err"
+then ok "-npl 1,3 on 2 ranks, pipeline 0 and 1"; else bad "-npl 1,3"; cat "$tmp/err"; fi
+"$bin/tests/check_results" "$tmp/npl.h5" 1 12 4 none >"$tmp/chk" 2>&1 &&
+    ok "-npl file reads back: n_parallel, t/s over every sequence, stage times" ||
+    { bad "-npl file"; cat "$tmp/chk"; }
+if python3 - "$tmp/npl.jsonl" "$tmp/npl-traces" <<'PY'
+import json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 12, len(rows)
+assert [r["n_parallel"] for r in rows] == [1] * 3 + [3] * 3 + [1] * 3 + [3] * 3, rows
+assert [r["pipeline"] for r in rows] == [0] * 6 + [1] * 6
+for r in rows:
+    tok = r["n_parallel"] * (r["n_prompt"] + r["n_gen"])
+    for n, t in zip(r["samples_ns"], r["samples_ts"]):
+        assert abs(t - tok / (n * 1e-9)) <= 1e-5 * t, (r["test"], n, t, tok)
+names = sorted(os.listdir(sys.argv[2]))
+assert len(names) == 12, names
+assert sum(n.endswith("-npl3.json") for n in names) == 6, names
+assert "test-004-tg4-pipeline0-ub8-npl3.json" in names, names
+for n in names:
+    ev = json.load(open(os.path.join(sys.argv[2], n)))
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    assert {e.get("tid") for e in ev if e.get("ph") == "X"} >= {0, 1}, n  # a track per rank
+PY
+then ok "-npl rows: n_parallel by test, t/s = P x tokens per repetition, a trace per test"
+else bad "-npl rows and traces"; cat "$tmp/npl.jsonl"; ls "$tmp/npl-traces"; fi
+if mpi 3 "$b" -m "$m" -p 8 -n 4 -r 1 -t 1 -ub 4 -npl 4 --groups 2 -v >"$tmp/npl.md" 2>"$tmp/err" &&
+    [ "$(awk -F'|' 'NR > 2 && $11 == " 4 "' "$tmp/npl.md" | wc -l)" -eq 2 ] &&
+    [ "$(grep -c 'bubble: measured' "$tmp/err")" -eq 2 ]
+then ok "-npl 4 --groups 2 on 3 ranks: parallel column, stage figures"
+else bad "-npl 4 --groups 2 on 3 ranks"; cat "$tmp/npl.md" "$tmp/err"; fi
 
 # ---- machine-readable outputs ----
 mpi 2 "$b" -m "$m" -p 16 -n 4 -r 3 -t 1 -o json >"$tmp/r.json" 2>/dev/null

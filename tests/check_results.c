@@ -401,7 +401,7 @@ static void write_file(const char *file, const int *npl, int n)
 START_TEST(test_writer_n_parallel)
 {
     char p[1024];
-    dir_path(p, sizeof p, "npl.h5");
+    dir_path(p, sizeof p, "writer-npl.h5");
     static const int npl[] = {1, 4, 16};
     write_file(p, npl, 3);
     hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -485,8 +485,8 @@ START_TEST(test_writer_refuses_other_versions)
     static const int versions[] = {1, 2, BT_H5_FORMAT_VERSION + 1};
     for (size_t i = 0; i < sizeof versions / sizeof *versions; i++) {
         char p[1024], log[1024];
-        dir_path(p, sizeof p, "old.h5");
-        dir_path(log, sizeof log, "old.log");
+        dir_path(p, sizeof p, "writer-old.h5");
+        dir_path(log, sizeof log, "writer-old.log");
         static const int npl[] = {2};
         write_file(p, npl, 1);
         set_version(p, versions[i]);
