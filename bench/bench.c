@@ -7,7 +7,9 @@
  * KV cache until the last stage has the last position's logits (the token
  * it returns round the ring marks that); tgN as N single-token decode
  * steps from an empty cache; pgN,M both. Token ids are random from a fixed
- * seed; no tokenization or sampling is timed. `baton-bench --kernels`
+ * seed; no tokenization or sampling is timed. With -npl P above 1, P
+ * sequences run the test at once through the many-sequence engine
+ * (bench/parallel.h); P = 1 keeps the path above. `baton-bench --kernels`
  * instead times the matmul kernels alone, on one rank (bench/kernels.h).
  */
 #include "config.h"
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 #include "kernels.h"
+#include "parallel.h"
 #include "params.h"
 #include "report.h"
 #include "results_h5.h"
@@ -202,6 +205,36 @@ static bt_status_t run_once(bt_pipe_t *p, const bt_bench_test_t *t, const int32_
     return st;
 }
 
+/* One run of the test (warmup: the prompt and at most one decode step):
+ * P = 1 through prefill and decode as always, P > 1 through the engine,
+ * with one micro-batch in flight for --pipeline 0. *n_mb (rank 0) gets the
+ * micro-batches of a P > 1 run and is left alone otherwise. */
+static bt_status_t run_rep(const bench_t *b, bt_pipe_t *p, const bt_bench_test_t *t,
+                           const int32_t *ids, bool warmup, int *n_mb)
+{
+    if (t->parallel > 1)
+        return bt_parallel_run(p, t, ids, b->params->groups, warmup, n_mb);
+    int n_gen = warmup ? (t->n_gen > 0 ? 1 : 0) : t->n_gen;
+    return run_once(p, t, ids, ids + t->n_prompt, n_gen);
+}
+
+/* Largest micro-batch of the test. */
+static int test_max_tok(const bt_bench_test_t *t)
+{
+    if (t->parallel > 1)
+        return bt_parallel_ubatch(t);
+    return t->n_prompt > 0 ? (t->ubatch < t->n_prompt ? t->ubatch : t->n_prompt) : 1;
+}
+
+/* Token ids the test feeds: the prompt and decode inputs of one sequence,
+ * or P prompts. */
+static int64_t test_n_ids(const bt_bench_test_t *t)
+{
+    int64_t one = (int64_t)t->n_prompt + t->n_gen;
+    int64_t all = (int64_t)t->parallel * bt_parallel_prompt_len(t);
+    return t->parallel > 1 && all > one ? all : one;
+}
+
 static void fill_row_model(bt_bench_row_t *row, const bt_pipe_t *p, const char *path)
 {
     bt_model_file_stats(p->model, &row->model_size, &row->model_n_params);
@@ -225,24 +258,36 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
 {
     const bt_bench_params_t *prm = b->params;
     const int reps = prm->reps;
-    const int n_tok = t->n_prompt + t->n_gen;
-    const int max_tok = t->n_prompt > 0 ? (t->ubatch < t->n_prompt ? t->ubatch : t->n_prompt) : 1;
-    const int n_mb = t->n_prompt > 0 ? (t->n_prompt + max_tok - 1) / max_tok : 0;
-    /* the trace holds every repetition's events (stage times come from it) */
-    const int64_t events = (int64_t)reps * 8 * ((int64_t)n_mb + t->n_gen) + 64;
+    const int n_tok = t->n_prompt + t->n_gen; /* per sequence */
+    const int max_tok = test_max_tok(t);
+    const int seq_ub = t->n_prompt > 0 ? (t->ubatch < t->n_prompt ? t->ubatch : t->n_prompt) : 1;
+    int n_mb = t->n_prompt > 0 ? (t->n_prompt + seq_ub - 1) / seq_ub : 0;
+    /* the trace holds every repetition's events (stage times come from it):
+     * at most P x (prompt micro-batches + steps) micro-batches each */
+    const int64_t n_steps = (int64_t)t->parallel * ((int64_t)n_mb + t->n_gen);
+    const int64_t events = (int64_t)reps * 8 * n_steps + 64;
     if (events > INT_MAX) { /* every rank computes alike; rank 0 reports */
         if (b->rank == 0)
-            bt_log_error("test %s: -r %d x %d micro-batches and steps would record %lld trace "
-                         "events, more than %d: lower -r, -p or -n", row->test, reps,
-                         n_mb + t->n_gen, (long long)events, INT_MAX);
+            bt_log_error("test %s: -r %d x %lld micro-batches and steps would record %lld "
+                         "trace events, more than %d: lower -r, -p, -n or -npl", row->test,
+                         reps, (long long)n_steps, (long long)events, INT_MAX);
         return BT_ERR_ARG;
     }
+    if (test_n_ids(t) > INT_MAX) {
+        if (b->rank == 0)
+            bt_log_error("test %s: -npl %d prompts of %d tokens are %lld token ids, more than "
+                         "%d: lower -p or -npl", row->test, t->parallel,
+                         bt_parallel_prompt_len(t), (long long)test_n_ids(t), INT_MAX);
+        return BT_ERR_ARG;
+    }
+    const int n_ids = (int)test_n_ids(t);
     bt_pipe_config_t cfg = {
         .model_path = t->model,
         .ratios = t->split->n ? t->split->ratios : NULL,
         .n_ratios = t->split->n,
         .head_share = (double)(t->n_gen + 1) / n_tok,
-        .n_ctx = n_tok,
+        .n_ctx = n_tok, /* per sequence slot */
+        .n_slots = t->parallel,
         .max_tok = max_tok,
         .n_threads = t->threads,
         .ops = prm->ops,
@@ -257,10 +302,10 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         return st;
 
     /* random token ids from a fixed seed (rank 0 feeds them) */
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_tok > 0 ? n_tok : 1));
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_ids > 0 ? n_ids : 1));
     double *ns = calloc((size_t)reps, sizeof(double));
     if (ids == NULL || ns == NULL) {
-        bt_log_error("test %s: cannot allocate %d token ids and %d samples", row->test, n_tok,
+        bt_log_error("test %s: cannot allocate %d token ids and %d samples", row->test, n_ids,
                       reps);
         st = BT_ERR_NOMEM;
     }
@@ -270,20 +315,20 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         goto done;
     bt_rng_t rng;
     bt_rng_seed(&rng, (uint64_t)index);
-    for (int i = 0; i < n_tok; i++)
+    for (int i = 0; i < n_ids; i++)
         ids[i] = (int32_t)(bt_rng_next(&rng) % (uint64_t)p.model->hp.n_vocab);
 
     iso_now(row->test_time, sizeof row->test_time);
     if (prm->warmup) /* like llama-bench: the prompt once and one decode step */
-        st = run_once(&p, t, ids, ids + t->n_prompt, t->n_gen > 0 ? 1 : 0);
+        st = run_rep(b, &p, t, ids, true, &n_mb);
     bt_pipe_trace_start(&p);
     if (prm->verbose && b->rank == 0 && st == BT_OK) /* progress: the measured part begins */
-        bt_log_info("test %d (%s, -ub %d, pipeline %d): %d repetitions", index, row->test,
-                    t->ubatch, t->pipeline, reps);
+        bt_log_info("test %d (%s, -ub %d, pipeline %d, -npl %d): %d repetitions", index,
+                    row->test, t->ubatch, t->pipeline, t->parallel, reps);
     for (int r = 0; r < reps && st == BT_OK; r++) {
         MPI_Barrier(b->comm);
         double t0 = bt_now();
-        st = run_once(&p, t, ids, ids + t->n_prompt, t->n_gen);
+        st = run_rep(b, &p, t, ids, false, &n_mb);
         ns[r] = (bt_now() - t0) * 1e9;
     }
     if (st != BT_OK) {
@@ -297,8 +342,11 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     MPI_Gather(times, 4, MPI_DOUBLE, all_times, 4, MPI_DOUBLE, 0, b->comm);
     if (prm->trace_dir != NULL) {
         char path[1024];
-        snprintf(path, sizeof path, "%s/test-%03d-%s-pipeline%d-ub%d.json", prm->trace_dir,
-                 index, row->test, t->pipeline, t->ubatch);
+        char npl[24] = ""; /* P = 1 keeps the names of before */
+        if (t->parallel > 1)
+            snprintf(npl, sizeof npl, "-npl%d", t->parallel);
+        snprintf(path, sizeof path, "%s/test-%03d-%s-pipeline%d-ub%d%s.json", prm->trace_dir,
+                 index, row->test, t->pipeline, t->ubatch, npl);
         st = bt_pipe_trace_report(&p, path, n_mb, prm->verbose);
     } else if (prm->verbose) {
         st = bt_pipe_trace_report(&p, NULL, n_mb, true);
@@ -310,7 +358,7 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         row->samples_ts = malloc(sizeof(double) * (size_t)reps);
         row->stages = malloc(sizeof(bt_stage_time_t) * (size_t)b->size);
         for (int r = 0; r < reps && row->samples_ts; r++)
-            row->samples_ts[r] = n_tok / (ns[r] * 1e-9);
+            row->samples_ts[r] = (double)t->parallel * n_tok / (ns[r] * 1e-9);
         for (int i = 0; i < b->size && row->stages; i++)
             row->stages[i] = (bt_stage_time_t){all_times[4 * i], all_times[4 * i + 1],
                                                all_times[4 * i + 2], all_times[4 * i + 3]};
@@ -342,6 +390,7 @@ static void row_init(bt_bench_row_t *row, const bench_t *b, const bt_bench_test_
         .n_gen = t->n_gen,
         .n_ranks = b->size,
         .pipeline = t->pipeline,
+        .n_parallel = t->parallel,
     };
     bt_bench_test_name(t, row->test, sizeof row->test);
     snprintf(row->build_commit, sizeof row->build_commit, "%s", b->run.build_commit);

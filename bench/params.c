@@ -10,6 +10,9 @@
 
 /* ---- lists ---- */
 
+/* -p, -n, -b, -ub, -t, --pipeline, -npl (bt_bench_params_t's int lists) */
+enum { BT_N_LISTS = 7 };
+
 static bt_status_t parse_num(const char *flag, const char *item, const char *s, long min,
                              long max, long *out, const char **end)
 {
@@ -124,6 +127,11 @@ void bt_bench_usage(FILE *f)
             "  -t, --threads LIST        OpenMP threads per rank (default: cores / ranks per node)\n"
             "  -ts, --tensor-split LIST  layer proportions per rank, e.g. 1/1,3/1 (default: balanced)\n"
             "      --pipeline LIST       1: GPipe prefill, 0: synchronous (default 1)\n"
+            "  -npl, --parallel LIST     sequences at once, each running the whole test;\n"
+            "                            t/s counts all of them (default 1)\n"
+            "      --groups N            -npl > 1 with pipeline 1: decode groups, micro-batches\n"
+            "                            the decoding sequences spread over (default 0: one\n"
+            "                            per stage)\n"
             "  -r, --repetitions N       repetitions per test (default 5)\n"
             "      --no-warmup           skip the warm-up run\n"
             "      --delay SECONDS       pause between tests (default 0)\n"
@@ -251,7 +259,27 @@ static bt_status_t check_something_to_run(const bt_bench_params_t *p)
                      "(no test to run)", min_ub, max_b);
         return BT_ERR_ARG;
     }
+    int max_npl = 1;
+    for (int i = 0; i < p->parallel.n; i++)
+        max_npl = p->parallel.v[i] > max_npl ? p->parallel.v[i] : max_npl;
+    if (p->groups > 0 && max_npl == 1) {
+        bt_log_error("--groups %d applies only to tests with -npl above 1, and every -npl is 1",
+                     p->groups);
+        return BT_ERR_ARG;
+    }
     return BT_OK;
+}
+
+/* The list flags, in the order of the parser's list index (li) and defaults. */
+static void param_lists(bt_bench_params_t *p, bt_int_list_t *lists[BT_N_LISTS])
+{
+    lists[0] = &p->n_prompt;
+    lists[1] = &p->n_gen;
+    lists[2] = &p->batch;
+    lists[3] = &p->ubatch;
+    lists[4] = &p->threads;
+    lists[5] = &p->pipeline;
+    lists[6] = &p->parallel;
 }
 
 bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
@@ -260,9 +288,9 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
     *p = (bt_bench_params_t){.reps = 5, .warmup = true, .ops = &bt_ops_cpu, .mmap = 1, .output = "md",
                              .kernel_time = 0.1, .kernel_bw_mib = 512};
     bt_status_t st = BT_OK;
-    bool lists_set[6] = {false};
-    bt_int_list_t *lists[6] = {&p->n_prompt, &p->n_gen, &p->batch, &p->ubatch, &p->threads,
-                               &p->pipeline};
+    bool lists_set[BT_N_LISTS] = {false};
+    bt_int_list_t *lists[BT_N_LISTS];
+    param_lists(p, lists);
     bool splits_set = false;
     for (int i = 1; i < argc && st == BT_OK; i++) {
         const char *a = argv[i];
@@ -290,6 +318,7 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             static const char *const with_value[] = {
                 "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-b", "--batch-size",
                 "-ub", "--ubatch-size", "-t", "--threads", "-ts", "--tensor-split", "--pipeline",
+                "-npl", "--parallel", "--groups",
                 "-r", "--repetitions", "--delay", "--ops", "--kv-type", "-mmp", "--mmap", "-o",
                 "--output", "--hdf5",
                 "--trace-dir",
@@ -314,6 +343,10 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             li = 4, max = 1024;
         } else if (!strcmp(a, "--pipeline")) {
             li = 5, min = 0, max = 1;
+        } else if (!strcmp(a, "-npl") || !strcmp(a, "--parallel")) {
+            li = 6, max = BT_MAX_PARALLEL;
+        } else if (!strcmp(a, "--groups")) {
+            st = bt_parse_int("--groups", val, 0, BT_MAX_PARALLEL, &p->groups);
         } else if (!strcmp(a, "-pg")) {
             st = add_pg(p, val);
         } else if (!strcmp(a, "-ts") || !strcmp(a, "--tensor-split")) {
@@ -373,13 +406,13 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             i++;
     }
     /* defaults for the lists not given (llama-bench's) */
-    static const char *const defaults[6] = {"512", "128", "2048", "512", NULL, "1"};
+    static const char *const defaults[BT_N_LISTS] = {"512", "128", "2048", "512", NULL, "1", "1"};
     char threads[32];
     if (p->kernels && default_threads > 1) /* the kernels: one thread and all */
         snprintf(threads, sizeof threads, "1,%d", default_threads);
     else
         snprintf(threads, sizeof threads, "%d", default_threads);
-    for (int li = 0; li < 6 && st == BT_OK; li++)
+    for (int li = 0; li < BT_N_LISTS && st == BT_OK; li++)
         if (!lists_set[li])
             st = bt_parse_list("default", li == 4 ? threads : defaults[li], 0, 1 << 24,
                                lists[li]);
@@ -404,9 +437,9 @@ void bt_bench_params_free(bt_bench_params_t *p)
     for (int i = 0; i < p->n_models; i++)
         free(p->models[i]);
     free(p->models);
-    bt_int_list_t *lists[6] = {&p->n_prompt, &p->n_gen, &p->batch, &p->ubatch, &p->threads,
-                               &p->pipeline};
-    for (int i = 0; i < 6; i++)
+    bt_int_list_t *lists[BT_N_LISTS];
+    param_lists(p, lists);
+    for (int i = 0; i < BT_N_LISTS; i++)
         bt_int_list_free(lists[i]);
     bt_int_list_free(&p->kernel_tokens);
     free(p->pg);
@@ -427,7 +460,8 @@ bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, 
         per += p->n_gen.v[i] > 0;
     per += (size_t)p->n_pg;
     size_t cap = per * (size_t)p->n_models * (size_t)p->n_splits * (size_t)p->threads.n *
-                 (size_t)p->batch.n * (size_t)p->ubatch.n * (size_t)p->pipeline.n;
+                 (size_t)p->batch.n * (size_t)p->ubatch.n * (size_t)p->pipeline.n *
+                 (size_t)p->parallel.n;
     bt_bench_test_t *t = malloc(sizeof *t * (cap ? cap : 1));
     if (t == NULL)
         return BT_ERR_NOMEM;
@@ -437,11 +471,13 @@ bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, 
     for (int ti = 0; ti < p->threads.n; ti++)
     for (int bi = 0; bi < p->batch.n; bi++)
     for (int ui = 0; ui < p->ubatch.n; ui++)
-    for (int pi = 0; pi < p->pipeline.n; pi++) {
+    for (int pi = 0; pi < p->pipeline.n; pi++)
+    for (int ni = 0; ni < p->parallel.n; ni++) {
         if (p->ubatch.v[ui] > p->batch.v[bi])
             continue;
         bt_bench_test_t base = {p->models[mi], &p->splits[si], p->threads.v[ti], p->batch.v[bi],
-                                p->ubatch.v[ui], p->pipeline.v[pi], BT_TEST_PP, 0, 0};
+                                p->ubatch.v[ui], p->pipeline.v[pi], p->parallel.v[ni],
+                                BT_TEST_PP, 0, 0};
         for (int i = 0; i < p->n_prompt.n; i++)
             if (p->n_prompt.v[i] > 0) {
                 t[k] = base;

@@ -17,6 +17,9 @@
 #include "common.h"
 #include "kernels/kernels.h"
 
+/* Largest -npl: sequences at once (each holds its own KV cache slot). */
+#define BT_MAX_PARALLEL 4096
+
 typedef struct bt_int_list {
     int *v;
     int n;
@@ -40,6 +43,8 @@ typedef struct bt_bench_params {
     char **models;
     int n_models;
     bt_int_list_t n_prompt, n_gen, batch, ubatch, threads, pipeline;
+    bt_int_list_t parallel; /* -npl/--parallel: sequences at once (default 1) */
+    int groups;             /* --groups: decode groups when P > 1, pipeline 1 (0: automatic) */
     int (*pg)[2]; /* -pg pairs */
     int n_pg;
     bt_split_t *splits; /* -ts values; one empty split by default */
@@ -70,6 +75,7 @@ typedef struct bt_bench_test {
     const char *model;
     const bt_split_t *split;
     int threads, batch, ubatch, pipeline;
+    int parallel; /* P sequences, each running the whole test */
     bt_test_kind_t kind;
     int n_prompt, n_gen;
 } bt_bench_test_t;
@@ -83,7 +89,7 @@ void bt_bench_params_free(bt_bench_params_t *p);
 void bt_bench_usage(FILE *f);
 
 /* The tests in run order: models outermost, then split, threads, batch,
- * micro-batch, pipeline; within those pp tests, tg tests, pg tests.
+ * micro-batch, pipeline, parallel; within those pp tests, tg tests, pg tests.
  * Combinations with ubatch > batch are skipped. *tests is malloc'd. */
 bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, int *n);
 

@@ -26,6 +26,7 @@ typedef struct bt_bench_row {
     uint64_t model_n_params;
     int n_batch, n_ubatch, n_threads, n_prompt, n_gen;
     int n_ranks, pipeline;
+    int n_parallel;           /* -npl: sequences at once; t/s counts all of them */
     char layer_split[128];    /* layers per rank: "15/15" */
     char tensor_split[128];   /* -ts as given, "" when balanced */
     char hosts[1024];         /* host of each rank, comma-separated, by rank */

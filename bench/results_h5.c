@@ -21,7 +21,7 @@ typedef struct h5_result {
     int64_t row_id, run_id;
     char test_time[32], test[48], model_filename[512], model_type[64], backend[16];
     uint64_t model_size, model_n_params;
-    int32_t n_batch, n_ubatch, n_threads, n_prompt, n_gen, n_ranks, pipeline, reps;
+    int32_t n_batch, n_ubatch, n_threads, n_prompt, n_gen, n_ranks, pipeline, n_parallel, reps;
     char layer_split[128], tensor_split[128];
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
 } h5_result_t;
@@ -126,6 +126,7 @@ static hid_t result_type(void)
     INSERT(t, h5_result_t, n_gen, H5T_NATIVE_INT32);
     INSERT(t, h5_result_t, n_ranks, H5T_NATIVE_INT32);
     INSERT(t, h5_result_t, pipeline, H5T_NATIVE_INT32);
+    INSERT(t, h5_result_t, n_parallel, H5T_NATIVE_INT32);
     INSERT(t, h5_result_t, reps, H5T_NATIVE_INT32);
     INSERT_STR(t, h5_result_t, layer_split);
     INSERT_STR(t, h5_result_t, tensor_split);
@@ -243,6 +244,46 @@ done:
     return st;
 }
 
+/* The root's integer attribute format_version; -1 when missing or not an
+ * integer. */
+static int read_format_version(hid_t f)
+{
+    int version = -1;
+    if (H5Aexists(f, "format_version") <= 0)
+        return -1;
+    hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
+    hid_t t = a >= 0 ? H5Aget_type(a) : -1;
+    if (t >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_INT, &version) < 0)
+        version = -1;
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+    return version;
+}
+
+/* Refuses a results file of another format version, saying what to do. */
+static bt_status_t check_version(hid_t f, const char *path)
+{
+    int version = read_format_version(f);
+    H5Eclear2(H5E_DEFAULT);
+    if (version == BT_H5_FORMAT_VERSION)
+        return BT_OK;
+    if (version < 0)
+        bt_log_error("hdf5: %s has no integer attribute 'format_version' (this build writes "
+                     "version %d); refusing to write to it: give --hdf5 a new file",
+                     path, BT_H5_FORMAT_VERSION);
+    else if (version < BT_H5_FORMAT_VERSION)
+        bt_log_error("hdf5: %s is format version %d, older than version %d that this build "
+                     "writes (its rows lack fields such as n_parallel); refusing to append to "
+                     "it: give --hdf5 a new file", path, version, BT_H5_FORMAT_VERSION);
+    else
+        bt_log_error("hdf5: %s is format version %d, newer than version %d that this build "
+                     "writes; refusing to append to it: give --hdf5 a new file or use a newer "
+                     "baton-bench", path, version, BT_H5_FORMAT_VERSION);
+    return BT_ERR_ARG;
+}
+
 /* Refuses a file whose layout is not ours, naming what differs. */
 static bt_status_t check_layout(hid_t f, const char *path)
 {
@@ -267,6 +308,8 @@ static bt_status_t check_layout(hid_t f, const char *path)
         H5Eclear2(H5E_DEFAULT);
         return BT_ERR_ARG;
     }
+    if (check_version(f, path) != BT_OK)
+        return BT_ERR_ARG;
     for (int i = 0; i < D_COUNT; i++) {
         htri_t exists = H5Lexists(f, dsets[i].name, H5P_DEFAULT);
         hid_t d = exists > 0 ? H5Dopen2(f, dsets[i].name, H5P_DEFAULT) : -1;
@@ -289,7 +332,9 @@ static bt_status_t check_layout(hid_t f, const char *path)
     return BT_OK;
 }
 
-/* Opens path read-write after checking its layout. */
+/* Opens path read-write after checking its layout; the check opens it
+ * read-only, so a refused file is not modified at all (opening for writing
+ * may already touch the superblock). */
 static bt_status_t open_checked(const char *path, hid_t *out)
 {
 #if H5_VERSION_GE(1, 12, 0)
@@ -302,14 +347,16 @@ static bt_status_t open_checked(const char *path, hid_t *out)
         bt_log_error("hdf5: %s exists but is not an HDF5 file; refusing to write to it", path);
         return BT_ERR_ARG;
     }
-    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
-        return h5_error(path, "opening the file for writing");
+        return h5_error(path, "opening the file for reading");
     bt_status_t st = check_layout(f, path);
-    if (st != BT_OK) {
-        H5Fclose(f);
+    if (H5Fclose(f) < 0 && st == BT_OK)
+        st = h5_error(path, "closing the file after reading");
+    if (st != BT_OK)
         return st;
-    }
+    if ((f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT)) < 0)
+        return h5_error(path, "opening the file for writing");
     *out = f;
     return BT_OK;
 }
@@ -404,6 +451,7 @@ bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t 
         .n_gen = r->n_gen,
         .n_ranks = r->n_ranks,
         .pipeline = r->pipeline,
+        .n_parallel = r->n_parallel,
         .reps = r->reps,
         .avg_ns = r->avg_ns,
         .stddev_ns = r->stddev_ns,

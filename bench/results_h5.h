@@ -2,12 +2,12 @@
  * results_h5.h: baton-bench results in an HDF5 file (rank 0 only; the only
  * place besides tests that includes hdf5.h).
  *
- * Layout (format "baton-bench results", version 2), every dataset 1-D,
+ * Layout (format "baton-bench results", version 3), every dataset 1-D,
  * chunked and extendible, of a compound type:
  *   /runs         one row per invocation: provenance (command line, build
  *                 commit, configure options, MPI library, CPU, Slurm job id,
  *                 rank->host map, start time)
- *   /results      one row per test, with its run_id
+ *   /results      one row per test, with its run_id and n_parallel
  *   /samples      one row per repetition (row_id, rep, ns, t/s)
  *   /stage_times  one row per test and rank (busy, wait, send, recv seconds)
  *   /links        one row per run and pipeline link s -> s+1: the link
@@ -16,8 +16,9 @@
  *
  * The file is opened, appended to and closed for each row, so a run killed
  * later leaves every finished row readable, and existing rows are never
- * rewritten. A file with another layout is refused before anything is
- * written.
+ * rewritten. A file with another layout, or of another format version
+ * (an older one lacks fields this build writes), is refused before it is
+ * opened for writing, so it is left untouched.
  */
 #ifndef BT_BENCH_RESULTS_H5_H
 #define BT_BENCH_RESULTS_H5_H
@@ -28,7 +29,7 @@
 #include "report.h"
 
 #define BT_H5_FORMAT "baton-bench results"
-#define BT_H5_FORMAT_VERSION 2 /* 2: /links added */
+#define BT_H5_FORMAT_VERSION 3 /* 2: /links added; 3: n_parallel in /results */
 
 typedef struct bt_run_info {
     char start_time[32];

@@ -258,6 +258,9 @@ fails 2 "-t: 0 is out of range" "$bb" -m "$m" -p 8 -n 0 -r 1 -t 0
 fails 0 "-ub: 0 is out of range" "$b" -m "$m" --tokens 1 -ub 0
 fails 2 "--pipeline: 2 is out of range" "$b" -m "$m" --tokens 1 --pipeline 2
 fails 0 "nothing to run: every -p and -n is 0" "$bb" -m "$m" -p 0 -n 0
+fails 0 "-npl: 0 is out of range" "$bb" -m "$m" -npl 0
+fails 2 "--parallel: 4097 is out of range" "$bb" -m "$m" -p 8 -n 0 --parallel 1,4097
+fails 0 "--groups 2 applies only to tests with -npl above 1" "$bb" -m "$m" -p 8 --groups 2
 fails 0 "--temp must be >= 0" "$b" -m "$m" --tokens 1 --temp -1
 fails 0 "id 256 at index 1 is outside" "$b" -m "$m" --tokens 1,256
 fails 2 "id 300 at index 1 is outside" "$b" -m "$m" --tokens 1,300
@@ -328,6 +331,20 @@ if command -v h5copy >/dev/null && timeout 60 "$bb" -m "$m" -p 8 -n 0 -r 1 -t 1 
         bad "foreign HDF5 file changed"
 else
     bad "could not make an HDF5 file of another layout (baton-bench, h5copy)"
+fi
+# a results file of an older format version (rows without n_parallel): refused,
+# with both versions and what to do, its bytes and mtime (set to 2001) unchanged
+if timeout 60 "$bb" -m "$m" -p 8 -n 0 -r 1 -t 1 --hdf5 "$tmp/older.h5" >/dev/null 2>&1 &&
+    "$bin/tests/check_results" --set-version "$tmp/older.h5" 2 &&
+    touch -d "2001-01-01 00:00:00.123456789" "$tmp/older.h5"; then
+    sum=$(md5sum <"$tmp/older.h5") when=$(stat -c %y "$tmp/older.h5")
+    fails 2 "older.h5 is format version 2, older than version 3 that this build writes.*give --hdf5 a new file" \
+        "$bb" -m "$m" -p 8 -n 0 -r 1 --hdf5 "$tmp/older.h5"
+    [ "$sum" = "$(md5sum <"$tmp/older.h5")" ] && [ "$when" = "$(stat -c %y "$tmp/older.h5")" ] &&
+        ok "older-version HDF5 file left untouched (bytes and mtime)" ||
+        bad "older-version HDF5 file changed"
+else
+    bad "could not make a format version 2 results file (baton-bench, check_results --set-version)"
 fi
 fails 0 "--dump-logits: cannot create '/nonexistent/dir/x.bin'" "$b" -m "$m" --tokens 1 \
     --dump-logits /nonexistent/dir/x.bin

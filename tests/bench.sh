@@ -68,6 +68,12 @@ else
 fi
 grep -q '| pp32 |' "$tmp/md1" && grep -q '| tg8 |' "$tmp/md1" && ok "markdown rows" ||
     { bad "markdown rows"; cat "$tmp/md1"; }
+# the columns, llama-bench style: every one shown, parallel (-npl) 1 by default
+md_head='| model | size | params | backend | threads | ranks | split | pipeline | ub | parallel | test | t/s |'
+if [ "$(head -1 "$tmp/md1")" = "$md_head" ] &&
+    [ "$(awk -F'|' 'NR > 2 && NF == 14 && $11 == " 1 " && $4 != ""' "$tmp/md1" | wc -l)" -eq 2 ]
+then ok "markdown header and 12 cells a row, parallel 1"
+else bad "markdown columns"; cat "$tmp/md1"; fi
 cp "$h5" "$tmp/before.h5"
 "$bin/tests/check_results" "$h5" 1 2 4 none >"$tmp/chk" 2>&1 && ok "1-rank file reads back" ||
     { bad "1-rank file"; cat "$tmp/chk"; }
@@ -88,9 +94,51 @@ else bad "append check against a foreign before-file"; cat "$tmp/chk" "$tmp/err"
 if mpi 3 "$b" -m "$m" -p 8 -n 0 -r 1 -t 1 -v >/dev/null 2>"$tmp/err" &&
     [ "$(grep -cE 'link [01] -> [12] \(.*\): latency [0-9.]+ us, bandwidth [0-9.]+ MB/s' "$tmp/err")" -eq 2 ]
 then ok "-v prints the 2 links of 3 ranks"; else bad "-v link probe lines"; cat "$tmp/err"; fi
+# the writer alone: n_parallel round trip; older and newer format versions
+# refused with their bytes and mtime unchanged
+mkdir -p "$tmp/writer"
+"$bin/tests/check_results" --writer "$tmp/writer" >"$tmp/chk" 2>&1 &&
+    ok "HDF5 writer: n_parallel read back, files of other versions refused untouched" ||
+    { bad "HDF5 writer"; cat "$tmp/chk"; }
 if command -v h5dump >/dev/null; then
     h5dump -H "$h5" >/dev/null 2>&1 && ok "h5dump reads the file" || bad "h5dump"
 fi
+
+# ---- -npl: P sequences at once through the serve engine ----
+# 12 tests (pp, tg, pg x pipeline 0/1 x -npl 1/3): rows, stage times and
+# the trace files of the parallel tests, as for the others
+if mpi 2 "$b" -m "$m" -p 16 -n 4 -pg 8,3 -r 2 -t 1 -ub 8 --pipeline 0,1 -npl 1,3 -o jsonl \
+    --hdf5 "$tmp/npl.h5" --trace-dir "$tmp/npl-traces" >"$tmp/npl.jsonl" 2>"$tmp/err"
+then ok "-npl 1,3 on 2 ranks, pipeline 0 and 1"; else bad "-npl 1,3"; cat "$tmp/err"; fi
+"$bin/tests/check_results" "$tmp/npl.h5" 1 12 4 none >"$tmp/chk" 2>&1 &&
+    ok "-npl file reads back: n_parallel, t/s over every sequence, stage times" ||
+    { bad "-npl file"; cat "$tmp/chk"; }
+if python3 - "$tmp/npl.jsonl" "$tmp/npl-traces" <<'PY'
+import json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 12, len(rows)
+assert [r["n_parallel"] for r in rows] == [1] * 3 + [3] * 3 + [1] * 3 + [3] * 3, rows
+assert [r["pipeline"] for r in rows] == [0] * 6 + [1] * 6
+for r in rows:
+    tok = r["n_parallel"] * (r["n_prompt"] + r["n_gen"])
+    for n, t in zip(r["samples_ns"], r["samples_ts"]):
+        assert abs(t - tok / (n * 1e-9)) <= 1e-5 * t, (r["test"], n, t, tok)
+names = sorted(os.listdir(sys.argv[2]))
+assert len(names) == 12, names
+assert sum(n.endswith("-npl3.json") for n in names) == 6, names
+assert "test-004-tg4-pipeline0-ub8-npl3.json" in names, names
+for n in names:
+    ev = json.load(open(os.path.join(sys.argv[2], n)))
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    assert {e.get("tid") for e in ev if e.get("ph") == "X"} >= {0, 1}, n  # a track per rank
+PY
+then ok "-npl rows: n_parallel by test, t/s = P x tokens per repetition, a trace per test"
+else bad "-npl rows and traces"; cat "$tmp/npl.jsonl"; ls "$tmp/npl-traces"; fi
+if mpi 3 "$b" -m "$m" -p 8 -n 4 -r 1 -t 1 -ub 4 -npl 4 --groups 2 -v >"$tmp/npl.md" 2>"$tmp/err" &&
+    [ "$(awk -F'|' 'NR > 2 && $11 == " 4 "' "$tmp/npl.md" | wc -l)" -eq 2 ] &&
+    [ "$(grep -c 'bubble: measured' "$tmp/err")" -eq 2 ]
+then ok "-npl 4 --groups 2 on 3 ranks: parallel column, stage figures"
+else bad "-npl 4 --groups 2 on 3 ranks"; cat "$tmp/npl.md" "$tmp/err"; fi
 
 # ---- machine-readable outputs ----
 mpi 2 "$b" -m "$m" -p 16 -n 4 -r 3 -t 1 -o json >"$tmp/r.json" 2>/dev/null
@@ -105,11 +153,14 @@ for r in rows:
     assert r["n_ranks"] == 2 and r["layer_split"] == "2/2", r
     for k in ("build_commit", "cpu_info", "model_filename", "model_type", "model_size",
               "model_n_params", "n_batch", "n_ubatch", "n_threads", "n_prompt", "n_gen",
-              "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "pipeline", "hosts"):
+              "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "pipeline", "hosts",
+              "n_parallel"):
         assert k in r, k
+    assert r["n_parallel"] == 1, r
     # t/s per repetition, then mean and sample stddev of those, to the
     # printed rounding (t/s to 1e-6, ns to 1 ns)
-    ns, ts, tok = r["samples_ns"], r["samples_ts"], r["n_prompt"] + r["n_gen"]
+    ns, ts = r["samples_ns"], r["samples_ts"]
+    tok = r["n_parallel"] * (r["n_prompt"] + r["n_gen"])
     for n, t in zip(ns, ts):
         assert abs(t - tok / (n * 1e-9)) <= 1e-5 * t, ("t/s of a repetition", n, t, tok)
     assert abs(r["avg_ts"] - statistics.mean(ts)) <= 2e-6, ("avg_ts", r["avg_ts"], ts)
@@ -117,9 +168,10 @@ for r in rows:
     assert abs(r["avg_ns"] - statistics.mean(ns)) <= 1, ("avg_ns", r["avg_ns"], ns)
     assert abs(r["stddev_ns"] - statistics.stdev(ns)) <= 2, ("stddev_ns", r["stddev_ns"], ns)
 lines = [json.loads(l) for l in open(sys.argv[2])]
-assert len(lines) == 2 and lines[1]["n_gen"] == 4
+assert len(lines) == 2 and lines[1]["n_gen"] == 4 and lines[1]["n_parallel"] == 1
 c = list(csv.DictReader(open(sys.argv[3])))
 assert len(c) == 1 and c[0]["n_prompt"] == "16" and json.loads(c[0]["samples_ns"])
+assert c[0]["n_parallel"] == "1", c[0]
 PY
 then ok "json, jsonl and csv parse and hold the samples; avg and stddev (ns, t/s) are theirs"
 else bad "json/jsonl/csv"; fi

@@ -85,6 +85,8 @@ START_TEST(test_flags_and_product)
     ck_assert_str_eq(name, "pp64+tg8");
     ck_assert_int_eq(t[4].pipeline, 1); /* pipeline varies fastest after the tests */
     ck_assert_str_eq(t[n - 1].model, "b.gguf");
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(t[i].parallel, 1); /* the default: one sequence */
     free(t);
     bt_bench_params_free(&p);
 
@@ -93,6 +95,47 @@ START_TEST(test_flags_and_product)
     ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
     ck_assert_int_eq(n, 1);
     ck_assert_int_eq(t[0].ubatch, 32);
+    free(t);
+    bt_bench_params_free(&p);
+}
+END_TEST
+
+/* -npl joins the product after --pipeline; -npl and --parallel are one flag. */
+START_TEST(test_parallel)
+{
+    bt_bench_params_t p;
+    ck_assert_int_eq(parse(&p, "-m a.gguf -p 64 -n 16 -pg 32,4 -ub 16,32 --pipeline 0,1 "
+                               "-npl 1,4,16 --groups 3"),
+                     BT_OK);
+    ck_assert_int_eq(p.parallel.n, 3);
+    ck_assert_int_eq(p.parallel.v[2], 16);
+    ck_assert_int_eq(p.groups, 3);
+    bt_bench_test_t *t;
+    int n;
+    ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
+    /* 2 ub x 2 pipeline x 3 parallel x (pp + tg + pg) */
+    ck_assert_int_eq(n, 2 * 2 * 3 * 3);
+    static const int want_npl[] = {1, 4, 16};
+    for (int i = 0; i < n; i++) {
+        int test = i % 3, cfg = i / 3; /* the tests vary fastest, then parallel, pipeline, ub */
+        ck_assert_int_eq(t[i].kind, test == 0 ? BT_TEST_PP : test == 1 ? BT_TEST_TG : BT_TEST_PG);
+        ck_assert_int_eq(t[i].parallel, want_npl[cfg % 3]);
+        ck_assert_int_eq(t[i].pipeline, cfg / 3 % 2);
+        ck_assert_int_eq(t[i].ubatch, cfg / 6 == 0 ? 16 : 32);
+    }
+    free(t);
+    bt_bench_params_free(&p);
+
+    /* the long name and a range; each list given twice: the last wins */
+    ck_assert_int_eq(parse(&p, "-m a.gguf -npl 2 --parallel 1-16*4"), BT_OK);
+    ck_assert_int_eq(p.parallel.n, 3);
+    ck_assert(p.parallel.v[0] == 1 && p.parallel.v[1] == 4 && p.parallel.v[2] == 16);
+    ck_assert_int_eq(p.groups, 0); /* automatic */
+    bt_bench_params_free(&p);
+    ck_assert_int_eq(parse(&p, "-m a.gguf -p 8 -n 0 --parallel 8 -npl 2"), BT_OK);
+    ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(t[0].parallel, 2);
     free(t);
     bt_bench_params_free(&p);
 }
@@ -107,6 +150,8 @@ START_TEST(test_defaults)
     ck_assert_int_eq(p.batch.v[0], 2048);
     ck_assert_int_eq(p.ubatch.v[0], 512);
     ck_assert_int_eq(p.pipeline.v[0], 1);
+    ck_assert(p.parallel.n == 1 && p.parallel.v[0] == 1);
+    ck_assert_int_eq(p.groups, 0);
     ck_assert_int_eq(p.reps, 5);
     ck_assert(p.warmup);
     ck_assert_str_eq(p.output, "md");
@@ -125,6 +170,11 @@ START_TEST(test_bad_flags)
         "-m a.gguf -r",        "-m a.gguf extra",
         "-m a.gguf -p 0 -n 0", /* no test at all */
         "-m a.gguf -ub 64,128 -b 32", /* every -ub above every -b */
+        "-m a.gguf -npl 0",    "-m a.gguf --parallel 4097", "-m a.gguf -npl 1,,4",
+        "-m a.gguf -npl x",    "-m a.gguf -npl",       "-m a.gguf --groups -1",
+        "-m a.gguf --groups", "-m a.gguf -npl 4 --groups 4097",
+        "-m a.gguf --groups 2", /* groups without a test of more than one sequence */
+        "-m a.gguf -npl 1,1 --groups 2",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         bt_bench_params_t p;
@@ -140,6 +190,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_lists);
     tcase_add_test(tc, test_flags_and_product);
+    tcase_add_test(tc, test_parallel);
     tcase_add_test(tc, test_defaults);
     suite_add_tcase(s, tc);
     tc = tcase_create("limits");

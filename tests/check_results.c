@@ -10,13 +10,24 @@
  * BEFORE.h5 (a copy taken before an append), that the rows it held are
  * unchanged byte for byte; "none" says the file has no earlier copy (a
  * first write), so no call can skip the comparison by leaving it out.
+ *   check_results --set-version FILE N
+ * rewrites FILE's format_version to N (tests/bad_input.sh);
+ *   check_results --writer DIR
+ * instead drives the writer (bench/results_h5.c) itself in DIR: a row with
+ * n_parallel written and read back, and files of an older and a newer
+ * format version refused with a message that names both versions, their
+ * bytes and modification time left as they were.
  */
 #include <check.h>
+#include <fcntl.h>
 #include <hdf5.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "results_h5.h"
 #include "testutil.h"
 
 static const char *path, *before_path;
@@ -68,7 +79,8 @@ START_TEST(test_layout_and_runs)
     a = H5Aopen(f, "format_version", H5P_DEFAULT);
     H5Aread(a, H5T_NATIVE_INT, &version);
     H5Aclose(a);
-    ck_assert_int_eq(version, 2);
+    ck_assert_int_eq(version, BT_H5_FORMAT_VERSION);
+    ck_assert_int_eq(version, 3); /* 3: n_parallel in /results */
 
     hsize_t n;
     size_t sz;
@@ -185,6 +197,8 @@ START_TEST(test_rows)
         int ranks = FIELD(res, szr, r, int32_t, member(tr, "n_ranks"));
         int pipeline = FIELD(res, szr, r, int32_t, member(tr, "pipeline"));
         ck_assert(pipeline == 0 || pipeline == 1);
+        int npl = FIELD(res, szr, r, int32_t, member(tr, "n_parallel"));
+        ck_assert_int_ge(npl, 1);
         ck_assert_int_ge(FIELD(res, szr, r, int32_t, member(tr, "n_ubatch")), 1);
         ck_assert(FIELD(res, szr, r, uint64_t, member(tr, "model_size")) > 0);
         ck_assert(FIELD(res, szr, r, uint64_t, member(tr, "model_n_params")) > 0);
@@ -211,7 +225,9 @@ START_TEST(test_rows)
                 double t_ts = FIELD(smp, szs, i, double, member(ts, "ts"));
                 if (pass == 0) {
                     ck_assert(t_ns > 0 && t_ts > 0);
-                    ck_assert_double_eq_tol(t_ts, (np + ng) / (t_ns * 1e-9), 1e-6 * t_ts);
+                    /* every one of the npl sequences runs the whole test */
+                    ck_assert_double_eq_tol(t_ts, (double)npl * (np + ng) / (t_ns * 1e-9),
+                                            1e-6 * t_ts);
                     sum_ts += t_ts;
                     sum_ns += t_ns;
                     count++;
@@ -323,10 +339,235 @@ START_TEST(test_append_kept_old_rows)
 }
 END_TEST
 
+/* ---- the writer itself (--writer DIR) ---- */
+
+static const char *dir;
+
+static void dir_path(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/%s", dir, name);
+}
+
+/* One test's row as bench.c fills it: reps samples, n_ranks stage times. */
+typedef struct fake_row {
+    bt_bench_row_t row;
+    double ns[2], ts[2];
+    bt_stage_time_t stages[2];
+} fake_row_t;
+
+static void fake_row_init(fake_row_t *f, int n_parallel)
+{
+    memset(f, 0, sizeof *f);
+    bt_bench_row_t *r = &f->row;
+    snprintf(r->test, sizeof r->test, "pp16");
+    snprintf(r->test_time, sizeof r->test_time, "2026-01-01T00:00:00Z");
+    snprintf(r->model_type, sizeof r->model_type, "llama 0.2M F32");
+    snprintf(r->layer_split, sizeof r->layer_split, "2/2");
+    r->model_size = 1000;
+    r->model_n_params = 100;
+    r->n_batch = 2048, r->n_ubatch = 8, r->n_threads = 1, r->n_prompt = 16;
+    r->n_ranks = 2, r->pipeline = 1, r->n_parallel = n_parallel, r->reps = 2;
+    for (int i = 0; i < 2; i++) {
+        f->ns[i] = 1e6 * (i + 1);
+        f->ts[i] = n_parallel * 16 / (f->ns[i] * 1e-9);
+        f->stages[i] = (bt_stage_time_t){0.001, 0.0005, 0.0002, 0.0003};
+    }
+    r->samples_ns = f->ns;
+    r->samples_ts = f->ts;
+    r->stages = f->stages;
+    bt_bench_row_finish(r);
+}
+
+static const char *const fake_hosts[] = {"node0", "node1"};
+
+/* A new file holding one run and one row per n_parallel value. */
+static void write_file(const char *file, const int *npl, int n)
+{
+    unlink(file);
+    bt_run_info_t run = {.n_ranks = 2};
+    snprintf(run.command_line, sizeof run.command_line, "baton-bench --writer-test");
+    snprintf(run.hosts, sizeof run.hosts, "node0,node1");
+    bt_run_link_t link = {.from_rank = 0, .to_rank = 1, .latency_us = 1, .bandwidth_MBps = 1};
+    int64_t run_id = -1;
+    ck_assert_int_eq(bt_h5_begin_run(file, &run, &link, 1, &run_id), BT_OK);
+    ck_assert_int_eq(run_id, 0);
+    for (int i = 0; i < n; i++) {
+        fake_row_t f;
+        fake_row_init(&f, npl[i]);
+        ck_assert_int_eq(bt_h5_append(file, run_id, &f.row, fake_hosts), BT_OK);
+    }
+}
+
+START_TEST(test_writer_n_parallel)
+{
+    char p[1024];
+    dir_path(p, sizeof p, "writer-npl.h5");
+    static const int npl[] = {1, 4, 16};
+    write_file(p, npl, 3);
+    hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    hsize_t n;
+    size_t sz;
+    hid_t t;
+    char *res = read_all(f, "results", &n, &sz, &t);
+    ck_assert_int_eq(n, 3);
+    for (hsize_t r = 0; r < n; r++) {
+        ck_assert_int_eq(FIELD(res, sz, r, int32_t, member(t, "n_parallel")), npl[r]);
+        ck_assert_int_eq(FIELD(res, sz, r, int32_t, member(t, "pipeline")), 1);
+        ck_assert_int_eq(FIELD(res, sz, r, int32_t, member(t, "reps")), 2);
+        double want = (npl[r] * 16 / 1e-3 + npl[r] * 16 / 2e-3) / 2;
+        ck_assert_double_eq_tol(FIELD(res, sz, r, double, member(t, "avg_ts")), want,
+                                1e-9 * want);
+    }
+    free(res);
+    H5Tclose(t);
+    H5Fclose(f);
+}
+END_TEST
+
+/* Rewrites the root attribute format_version of file. */
+static void set_version(const char *file, int version)
+{
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
+    ck_assert(a >= 0);
+    ck_assert_int_ge(H5Awrite(a, H5T_NATIVE_INT, &version), 0);
+    H5Aclose(a);
+    ck_assert_int_ge(H5Fclose(f), 0);
+}
+
+/* The whole file into a malloc'd buffer of *n bytes. */
+static char *slurp(const char *file, size_t *n)
+{
+    FILE *fp = fopen(file, "rb");
+    ck_assert_ptr_nonnull(fp);
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = malloc(size > 0 ? (size_t)size : 1);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)size, fp), (size_t)size);
+    fclose(fp);
+    *n = (size_t)size;
+    return buf;
+}
+
+/* Runs the writer's two entry points on file with stderr going to log;
+ * both must refuse the file. */
+static void refused(const char *file, const char *log)
+{
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    bt_run_info_t run = {.n_ranks = 1};
+    int64_t run_id = -1;
+    bt_status_t st_run = bt_h5_begin_run(file, &run, NULL, 0, &run_id);
+    fake_row_t fr;
+    fake_row_init(&fr, 4);
+    bt_status_t st_row = bt_h5_append(file, 0, &fr.row, fake_hosts);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ck_assert_int_eq(st_run, BT_ERR_ARG);
+    ck_assert_int_eq(st_row, BT_ERR_ARG);
+    ck_assert_int_eq(run_id, -1);
+}
+
+/* An older version (its rows lack n_parallel) and a newer one are refused
+ * before anything is written: the bytes and the modification time (set to
+ * 2001 first, so a rewrite within the same clock tick would still show)
+ * stay as they were, and the message names the version found, this
+ * build's, and what to do. */
+START_TEST(test_writer_refuses_other_versions)
+{
+    static const int versions[] = {1, 2, BT_H5_FORMAT_VERSION + 1};
+    for (size_t i = 0; i < sizeof versions / sizeof *versions; i++) {
+        char p[1024], log[1024];
+        dir_path(p, sizeof p, "writer-old.h5");
+        dir_path(log, sizeof log, "writer-old.log");
+        static const int npl[] = {2};
+        write_file(p, npl, 1);
+        set_version(p, versions[i]);
+        const struct timespec past[2] = {{978307200, 123456789}, {978307200, 123456789}};
+        ck_assert_int_eq(utimensat(AT_FDCWD, p, past, 0), 0);
+        size_t n0, n1;
+        char *before = slurp(p, &n0);
+        refused(p, log);
+        char *after = slurp(p, &n1);
+        struct stat sb;
+        ck_assert_int_eq(stat(p, &sb), 0);
+        ck_assert_msg(n0 == n1 && memcmp(before, after, n0) == 0,
+                      "version %d: the refused file changed (%zu -> %zu bytes)", versions[i],
+                      n0, n1);
+        ck_assert_msg(sb.st_mtim.tv_sec == past[1].tv_sec &&
+                          sb.st_mtim.tv_nsec == past[1].tv_nsec,
+                      "version %d: the refused file's mtime changed", versions[i]);
+        size_t nl;
+        char *msg = slurp(log, &nl);
+        msg = realloc(msg, nl + 1);
+        msg[nl] = '\0';
+        char found[64], ours[64];
+        snprintf(found, sizeof found, "format version %d, %s than version %d", versions[i],
+                 versions[i] < BT_H5_FORMAT_VERSION ? "older" : "newer", BT_H5_FORMAT_VERSION);
+        snprintf(ours, sizeof ours, "give --hdf5 a new file");
+        ck_assert_msg(strstr(msg, found) && strstr(msg, ours) && strstr(msg, p),
+                      "version %d: message '%s' lacks '%s' or '%s' or the path", versions[i],
+                      msg, found, ours);
+        /* one line per refused call (begin_run and append), nothing else */
+        int lines = 0;
+        for (char *c = msg; *c; c++)
+            lines += *c == '\n';
+        ck_assert_int_eq(lines, 2);
+        free(msg);
+        free(before);
+        free(after);
+    }
+}
+END_TEST
+
+static int run_writer_suite(void)
+{
+    Suite *s = suite_create("results_h5_writer");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_writer_n_parallel);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("limits");
+    tcase_add_test(tc, test_writer_refuses_other_versions);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
+
+/* --set-version FILE N: rewrites FILE's format_version to N (a file of
+ * another version for tests/bad_input.sh); 0 on success. */
+static int set_version_main(const char *file, const char *value)
+{
+    int version = (int)strtol(value, NULL, 10);
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t a = f >= 0 ? H5Aopen(f, "format_version", H5P_DEFAULT) : -1;
+    herr_t rc = a >= 0 ? H5Awrite(a, H5T_NATIVE_INT, &version) : -1;
+    if (a >= 0)
+        H5Aclose(a);
+    if (f >= 0 && H5Fclose(f) < 0)
+        rc = -1;
+    if (rc < 0)
+        fprintf(stderr, "check_results: cannot set format_version of %s to %d\n", file, version);
+    return rc < 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--set-version") == 0)
+        return set_version_main(argv[2], argv[3]);
+    if (argc == 3 && strcmp(argv[1], "--writer") == 0) {
+        dir = argv[2];
+        return run_writer_suite() == 0 ? 0 : 1;
+    }
     if (argc != 6) {
-        fprintf(stderr, "usage: check_results FILE N_RUNS N_ROWS N_LAYER BEFORE.h5|none\n");
+        fprintf(stderr, "usage: check_results FILE N_RUNS N_ROWS N_LAYER BEFORE.h5|none\n"
+                        "       check_results --writer DIR\n"
+                        "       check_results --set-version FILE N\n");
         return 2;
     }
     path = argv[1];

@@ -14,6 +14,7 @@
  *                right reason, and its ids are its solo run's.
  *   sampled:     seeded sampled requests give their solo run's ids at
  *                --parallel 1 and 8.
+ *   groups:      decode steps form one micro-batch per group
  *   threads:     the same with 2 threads per rank (attention of short runs
  *                spread over the team).
  * The model is tests/data/golden/tiny-llama-golden-f32.gguf (256 ids).
@@ -155,14 +156,15 @@ static void job_free(job_t *j)
 static bt_pipe_t pipe_;
 static bt_pipe_config_t pipe_cfg;
 
-static void serve(job_t *j, int n_slots, int ubatch, bool sync, int n_groups)
+static bt_serve_stats_t serve(job_t *j, int n_slots, int ubatch, bool sync, int n_groups)
 {
     bt_serve_config_t cfg = {n_slots, n_groups, ubatch, sync, true};
     bt_serve_hooks_t h = {next_req, on_token, on_finish, on_logits, j};
-    bt_serve_stats_t stats;
+    bt_serve_stats_t stats = {0};
     ck_assert_int_eq(bt_pipe_serve(&pipe_, &cfg, &h, &stats), BT_OK);
     if (rank == 0)
         ck_assert_int_eq(stats.n_requests, j->n);
+    return stats;
 }
 
 /* Request i against its solo run: ids on rank 0 (the first n_ids of
@@ -304,6 +306,32 @@ START_TEST(test_sampled)
 }
 END_TEST
 
+/* Decoding sequences spread over the groups: 6 one-id prompts share the
+ * first micro-batch, then every step is one micro-batch per group. (On one
+ * rank the groups run one after the other, so the first finishes early and
+ * the rest re-split: exact for one group only.) */
+START_TEST(test_groups)
+{
+    solo_t one[N_REQ];
+    for (int i = 0; i < N_REQ; i++) {
+        one[i] = greedy[0]; /* the one-id prompt */
+        one[i].rows = NULL;
+    }
+    for (int g = 1; g <= 3; g++) {
+        job_t j;
+        job_init(&j, one, 6);
+        for (int i = 0; i < 6; i++)
+            j.n_predict[i] = 5;
+        const bt_serve_stats_t st = serve(&j, 6, 8, false, g);
+        if (rank == 0 && (size > 1 || g == 1))
+            ck_assert_msg(st.n_mb == 1 + g * 4, "%d groups: %d micro-batches, want %d", g,
+                          st.n_mb, 1 + g * 4);
+        job_free(&j);
+    }
+    ck_assert(all_ok(1));
+}
+END_TEST
+
 /* A full context ends a sequence: with N_CTX positions per slot, the
  * 40-id prompt (request 3) can feed 16 more ids, so it chooses 17 of its
  * 30 and ends with BT_FINISH_LENGTH; the others get their 30. */
@@ -385,6 +413,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_reuse);
     tcase_add_test(tc, test_sampled);
     tcase_add_test(tc, test_context_full);
+    tcase_add_test(tc, test_groups);
     suite_add_tcase(s, tc);
     runner = srunner_create(s);
     srunner_set_fork_status(runner, CK_NOFORK);

@@ -97,6 +97,40 @@ print(f"plotted {len(ev)} spans ({n_compute} compute) of {ranks} ranks in 2 pass
     fi
 fi
 
+# -npl: configurations told apart by n_parallel; a file of format version 2
+# (no n_parallel) still plots, as one configuration per ranks and pipeline
+if ! mpi 2 "$bin/baton-bench" -m "$m" -p 16 -n 4 -r 1 -ub 8 -t 1 -npl 1,2 \
+    --hdf5 "$tmp/npl.h5" >"$tmp/out" 2>"$tmp/err"; then
+    bad "baton-bench -npl 1,2 on 2 ranks"; cat "$tmp/out" "$tmp/err"
+elif ! "$py" - "$tmp/npl.h5" "$tmp/v2.h5" <<'PY'
+import h5py, numpy, sys
+src, dst = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "w")
+for k, v in src.attrs.items():
+    dst.attrs[k] = v
+dst.attrs["format_version"] = numpy.int32(2)
+for name in src:
+    data = src[name][()]
+    if name == "results":  # the one-sequence rows, as version 2 wrote them
+        keep = [n for n in data.dtype.names if n != "n_parallel"]
+        data = numpy.array([tuple(r[n] for n in keep) for r in data if r["n_parallel"] == 1],
+                           dtype=[(n, data.dtype[n]) for n in keep])
+    dst.create_dataset(name, data=data)
+PY
+then
+    bad "could not write a version 2 copy of the -npl file"
+else
+    for f in npl v2; do
+        want=$([ $f = npl ] && echo "4 results of 2 tests in 2" || echo "2 results of 2 tests in 1")
+        if "$py" "$scripts/plot-results" "$tmp/$f.h5" -o "$tmp/$f.png" >"$tmp/plot.out" \
+            2>"$tmp/err"; then
+            plotted "plot-results, $f file (n_parallel $([ $f = npl ] && echo 1,2 || echo absent))" \
+                "$tmp/plot.out" "plotted $want configurations from 1 runs"
+        else
+            bad "plot-results on the $f file exited $?"; cat "$tmp/err"
+        fi
+    done
+fi
+
 echo "not an HDF5 file" >"$tmp/bogus.h5"
 if "$py" "$scripts/plot-results" "$tmp/bogus.h5" -o "$tmp/bogus.png" 2>"$tmp/err"; then
     bad "plot-results on a non-HDF5 file exited 0"

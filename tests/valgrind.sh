@@ -81,5 +81,7 @@ run batch-np2 2 ./baton -m "$model" --batch-file "$out/batch.jsonl" --parallel 2
     -o "$out/batch.out" --dump-logits "$out/batch-dump"
 run bench-np1 1 ./baton-bench -m "$model" -p 16 -n 4 -r 1 -t 2 -ub 8 --hdf5 "$out/np1.h5"
 run bench-np2 2 ./baton-bench -m "$model" -p 16 -n 4 -r 1 -t 2 -ub 8 --pipeline 0,1 --hdf5 "$out/np2.h5"
+run bench-npl-np2 2 ./baton-bench -m "$model" -p 8 -n 3 -pg 4,2 -r 1 -t 2 -ub 4 --pipeline 0,1 \
+    -npl 3 --hdf5 "$out/npl.h5"
 [ "$status" -eq 0 ] && echo "valgrind: ok"
 exit "$status"

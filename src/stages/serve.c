@@ -141,6 +141,7 @@ typedef struct seq {
     int n_chosen, n_predict;
     bool waiting;    /* a row that chooses its next id is in flight */
     int64_t admitted;
+    int64_t ready;   /* when its last id arrived: decode rows go oldest first */
     seq_msg_t *msg;  /* the message to the last stage and its history */
     size_t msg_cap;
     MPI_Request msg_req;
@@ -156,7 +157,7 @@ typedef struct sched {
     int *flight;       /* [max_flight][max_tok]: slots of each micro-batch's sampling rows */
     int *flight_n;     /* [max_flight] */
     int mb_sent, mb_done;
-    int64_t n_admitted;
+    int64_t n_admitted, n_ready;
     int n_active;
     bool no_more;      /* hooks.next has nothing left */
     int32_t *tokens;   /* [max_tok] the inputs of the micro-batch being formed */
@@ -263,15 +264,19 @@ static void add_row(sched_t *sc, bt_row_t *rows, int *n, int s, int32_t tok, int
     rows[(*n)++] = (bt_row_t){s, q->pos++, flags, q->id};
 }
 
-/* The oldest admitted sequence with prompt ids left to send, or -1. */
-static int oldest_prefill(const sched_t *sc)
+/* The admitted sequence with prompt ids left to send (prefill) or with its
+ * next decode row ready to go, that has waited longest; -1 if none. */
+static int oldest(const sched_t *sc, bool prefill)
 {
     int best = -1;
+    int64_t best_t = 0;
     for (int s = 0; s < sc->cfg->n_slots; s++) {
         const seq_t *q = &sc->seq[s];
-        if (q->id >= 0 && q->n_fed < q->n_prompt &&
-            (best < 0 || q->admitted < sc->seq[best].admitted))
-            best = s;
+        if (q->id < 0 || (prefill ? q->n_fed == q->n_prompt : q->n_fed < q->n_prompt || q->waiting))
+            continue;
+        const int64_t t = prefill ? q->admitted : q->ready;
+        if (best < 0 || t < best_t)
+            best = s, best_t = t;
     }
     return best;
 }
@@ -287,14 +292,11 @@ static int form(sched_t *sc, bt_row_t *rows, bt_status_t *st)
         n_dec += sc->seq[s].id >= 0 && sc->seq[s].n_fed == sc->seq[s].n_prompt;
     int cap = (n_dec + sc->n_groups - 1) / sc->n_groups;
     cap = cap < budget ? cap : budget;
-    for (int s = 0; s < S && n < cap; s++) {
-        seq_t *q = &sc->seq[s];
-        if (q->id >= 0 && q->n_fed == q->n_prompt && !q->waiting)
-            add_row(sc, rows, &n, s, q->next, BT_ROW_LOGITS | BT_ROW_SAMPLE);
-    }
-    sc->stats.n_decode += n;
     int s;
-    while (n < budget && *st == BT_OK && (s = oldest_prefill(sc)) >= 0) {
+    while (n < cap && (s = oldest(sc, false)) >= 0)
+        add_row(sc, rows, &n, s, sc->seq[s].next, BT_ROW_LOGITS | BT_ROW_SAMPLE);
+    sc->stats.n_decode += n;
+    while (n < budget && *st == BT_OK && (s = oldest(sc, true)) >= 0) {
         seq_t *q = &sc->seq[s];
         if (q->n_fed == 0 && (*st = announce(sc, s)) != BT_OK)
             break;
@@ -335,7 +337,7 @@ static void apply_ids(sched_t *sc, int mb, const int32_t *ids, int n)
         else if (q->n_chosen >= q->n_predict || q->pos >= n_ctx)
             finish(sc, slots[i], BT_FINISH_LENGTH);
         else
-            q->next = ids[i];
+            q->next = ids[i], q->ready = sc->n_ready++;
     }
 }
 
