@@ -259,12 +259,15 @@ with open(sys.argv[1], 'w') as f:
         if i % 2 == 0:  # the others take a seed derived from --seed and the line
             q['seed'] = 1000 + i
         f.write(json.dumps(q) + '\n')
+    # lines 17 and 18: the same request without a seed, so only the line tells them apart
+    q = {'id': 'twin', 'tokens': [5, 6, 7], 'n_predict': 12, 'temp': 1.0, 'top_k': 0}
+    f.write(json.dumps(q) + '\n' + json.dumps(q) + '\n')
 PY
 same_tokens() { # A B: the same ids per line
     "$py" - "$1" "$2" <<'PY'
 import json, sys
 a, b = ({o['line']: o['tokens'] for o in map(json.loads, open(p))} for p in sys.argv[1:])
-assert len(a) == 16 and a == b, 'differ'
+assert len(a) == 18 and a == b, 'differ'
 PY
 }
 for cfg in "1 1" "1 8" "2 1" "2 8"; do
@@ -286,11 +289,12 @@ run 1 -m "$m" --batch-file "$tmp/sampled.jsonl" -c 64 -t 1 --seed 43 -o "$tmp/s4
 if "$py" - "$tmp/s-1-1.out" "$tmp/s43.out" <<'PY'
 import json, sys
 a, b = ({o['line']: o['tokens'] for o in map(json.loads, open(p))} for p in sys.argv[1:])
-assert all(a[i] == b[i] for i in a if (i - 1) % 2 == 0), 'a seeded request changed with --seed'
+assert all(a[i] == b[i] for i in a if i <= 16 and (i - 1) % 2 == 0), 'a seeded one changed'
 assert any(a[i] != b[i] for i in a if (i - 1) % 2 == 1), 'no derived seed changed with --seed'
+assert a[17] != a[18], 'two lines without a seed drew the same tokens'
 PY
-then ok "a request's own seed ignores --seed; the derived ones follow it"
-else bad "per-request seeds against --seed"; fi
+then ok "a request's own seed ignores --seed; the derived ones follow it and differ by line"
+else bad "per-request seeds against --seed and the line"; fi
 
 # ---- text prompts and chat (SmolLM2) ----
 sm=${BT_SMOLLM2:-}
