@@ -486,8 +486,8 @@ static void progress(batch_t *b, bool force)
     int left = b->n_requests - b->n_done;
     if (b->n_done > 0 && left > 0)
         bt_log_info("batch: %d/%d requests done, %lld tokens generated, %.1f t/s, ETA %.0f s",
-                    b->n_done,
-                    b->n_requests, (long long)b->n_gen_tok, tps, el * left / b->n_done);
+                    b->n_done, b->n_requests, (long long)b->n_gen_tok, tps,
+                    el * left / b->n_done);
     else
         bt_log_info("batch: %d/%d requests done, %lld tokens generated, %.1f t/s", b->n_done,
                     b->n_requests, (long long)b->n_gen_tok, tps);
