@@ -119,12 +119,24 @@ static bt_status_t open_files(batch_t *b)
         b->out_fd = STDOUT_FILENO;
         return BT_OK;
     }
-    b->out_fd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* emptied only once the job starts (start_output): a job that stops
+     * before any work leaves an earlier output as it was */
+    b->out_fd = open(o->output, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (b->out_fd < 0) {
         bt_log_error("-o: cannot create '%s': %s", o->output, strerror(errno));
         return BT_ERR_IO;
     }
     b->out_owned = true;
+    return BT_OK;
+}
+
+/* Empties -o (a regular file; a FIFO or a device has nothing to cut). */
+static bt_status_t start_output(batch_t *b)
+{
+    if (b->out_owned && ftruncate(b->out_fd, 0) != 0 && errno != EINVAL) {
+        bt_log_error("-o: cannot empty '%s': %s", b->o->output, strerror(errno));
+        return BT_ERR_IO;
+    }
     return BT_OK;
 }
 
@@ -707,14 +719,26 @@ static bt_status_t setup_rank0(batch_t *b)
     return BT_OK;
 }
 
+/* last stage: the dump files' folder must take new files before any work. */
 static bt_status_t setup_last(batch_t *b)
 {
-    if (b->o->dump_prefix == NULL)
+    const char *prefix = b->o->dump_prefix;
+    if (prefix == NULL)
         return BT_OK;
-    b->dump_path = malloc(strlen(b->o->dump_prefix) + 16);
+    b->dump_path = malloc(strlen(prefix) + 16);
     if (b->dump_path == NULL)
         return BT_ERR_NOMEM;
-    strcpy(b->dump_path, b->o->dump_prefix);
+    const char *slash = strrchr(prefix, '/');
+    if (slash == NULL)
+        strcpy(b->dump_path, ".");
+    else
+        snprintf(b->dump_path, strlen(prefix) + 16, "%.*s", (int)(slash - prefix + 1), prefix);
+    if (access(b->dump_path, W_OK | X_OK) != 0) {
+        bt_log_error("--dump-logits: cannot create files in '%s' (PREFIX.<line> per request): %s",
+                     b->dump_path, strerror(errno));
+        return BT_ERR_IO;
+    }
+    strcpy(b->dump_path, prefix);
     return BT_OK;
 }
 
@@ -775,17 +799,21 @@ static void batch_free(batch_t *b)
 int bt_batch_run(const bt_batch_options_t *o, MPI_Comm comm)
 {
     batch_t b = {.o = o, .comm = comm, .out_fd = -1, .dump_fd = -1, .dump_id = -1};
-    int rank;
+    int rank, size;
     MPI_Comm_rank(comm, &rank);
-    /* the files first: a bad one stops every rank before the model loads */
+    MPI_Comm_size(comm, &size);
+    /* the files first: a bad one stops every rank before the model loads
+     * (rank s is stage s, so the last rank writes the dumps) */
     bt_status_t st = rank == 0 ? open_files(&b) : BT_OK;
+    if (st == BT_OK && rank == size - 1)
+        st = setup_last(&b);
     st = bt_transport_agree(comm, st);
     if (st == BT_OK && open_pipe(&b) != BT_OK)
         st = BT_ERR_ARG; /* bt_pipe_init reported it on every rank alike */
     if (st == BT_OK) {
         bt_status_t s = rank == 0 ? setup_rank0(&b) : BT_OK;
-        if (s == BT_OK && b.pipe.last)
-            s = setup_last(&b);
+        if (s == BT_OK && rank == 0)
+            s = start_output(&b);
         st = bt_transport_agree(comm, s);
         bt_serve_config_t scfg = {.n_slots = o->n_parallel, .n_groups = o->n_groups,
                                   .ubatch = o->ubatch, .sync = o->sync,

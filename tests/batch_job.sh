@@ -2,9 +2,10 @@
 # baton --batch-file: bad request lines on 1 and 2 ranks (one error line
 # each naming the line and the field, the other requests complete, every
 # output line valid JSON), files and options that stop the job before any
-# work, 20 requests at --parallel 4 each equal to its solo --tokens run
-# (ids, and the --dump-logits rows for some), seeded sampling the same at
-# --parallel 1 and 8 and on 1 and 2 ranks, and a rank SIGKILLed during a
+# work (an earlier -o file left as it was), 20 requests at --parallel 4
+# each equal to its solo --tokens run (ids, and the --dump-logits rows for
+# some), seeded sampling the same at --parallel 1 and 8 and on 1 and 2
+# ranks (two unseeded twins on different lines differ), and a rank SIGKILLed during a
 # job: it ends non-zero within 10 s and the output holds only whole, valid
 # lines. Text prompts and chat requests need a model with a vocabulary:
 # they run on SmolLM2 when it is there (scripts/fetch-smollm2), else SKIP.
@@ -170,13 +171,13 @@ fi
 stops() { # NP REGEX ARGS...
     local np=$1 re=$2
     shift 2
-    rm -f "$tmp/stop.out"
+    echo earlier >"$tmp/stop.out" # a job that stops leaves an earlier output as it was
     run "$np" "$@" >"$tmp/out" 2>"$tmp/err"
     local rc=$? errors
     errors=$(grep -c 'error:' "$tmp/err")
     if [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] && [ "$errors" -eq 1 ] &&
-        grep -qE -- "$re" "$tmp/err" && [ ! -s "$tmp/out" ] && [ ! -s "$tmp/stop.out" ] &&
-        ! grep -q ': layers ' "$tmp/err"; then
+        grep -qE -- "$re" "$tmp/err" && [ ! -s "$tmp/out" ] &&
+        [ "$(cat "$tmp/stop.out")" = earlier ] && ! grep -q ': layers ' "$tmp/err"; then
         ok "$np rank(s): $* stops: $(grep 'error:' "$tmp/err" | sed 's/^\[rank [0-9]*\] //')"
     else
         bad "$np rank(s): $*: exit $rc, $errors error lines"; cat "$tmp/err"
@@ -188,6 +189,8 @@ for np in 1 2; do
     stops $np "cannot read '.*'" -m "$m" --batch-file "$tmp"
     stops $np "-o: cannot create '.*/no/such/dir/out'" -m "$m" --batch-file "$tmp/one.jsonl" \
         -o "$tmp/no/such/dir/out"
+    stops $np "--dump-logits: cannot create files in '.*/no/such/dir/'" -m "$m" \
+        --batch-file "$tmp/one.jsonl" --dump-logits "$tmp/no/such/dir/d" -o "$tmp/stop.out"
     stops $np "--parallel: 0 is out of range" -m "$m" --batch-file "$tmp/one.jsonl" --parallel 0 \
         -o "$tmp/stop.out"
     stops $np "--parallel: 'many'" -m "$m" --batch-file "$tmp/one.jsonl" --parallel many
