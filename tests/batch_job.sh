@@ -279,10 +279,14 @@ for cfg in "1 1" "1 8" "2 1" "2 8"; do
         -o "$tmp/s-$1-$2.out" >/dev/null 2>"$tmp/err" ||
         { bad "sampled on $1 rank(s), --parallel $2"; cat "$tmp/err"; }
 done
-for cfg in "1 8" "2 1" "2 8"; do
+run 2 -m "$m" --batch-file "$tmp/sampled.jsonl" --parallel 4 -c 64 -t 1 --seed 42 \
+    --pipeline 0 -o "$tmp/s-2-4.out" >/dev/null 2>"$tmp/err" ||
+    { bad "sampled on 2 ranks, --pipeline 0"; cat "$tmp/err"; }
+for cfg in "1 8" "2 1" "2 8" "2 4"; do
     set -- $cfg
     if same_tokens "$tmp/s-1-1.out" "$tmp/s-$1-$2.out" 2>/dev/null; then
-        ok "seeded sampling: $1 rank(s) at --parallel $2 equal to 1 rank at --parallel 1"
+        ok "seeded sampling: $1 rank(s) at --parallel $2$([ "$2" = 4 ] && echo ", --pipeline 0")" \
+            "equal to 1 rank at --parallel 1"
     else
         bad "seeded sampling: $1 rank(s) at --parallel $2 differs from 1 rank at --parallel 1"
     fi
