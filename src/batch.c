@@ -265,8 +265,7 @@ static bool get_sampling(const batch_t *b, const fields_t *f, int line, bool raw
     sp.top_k = (int)top_k;
     sp.seed = f->seed ? (uint64_t)seed : line_seed(b->job_seed, line);
     req->sampling = sp;
-    /* raw ids: n_predict decode steps, so n_predict + 1 chosen ids (as --tokens) */
-    req->n_predict = (int)n + (raw ? 1 : 0);
+    req->n_predict = (int)n; /* ids to generate, raw or not (--tokens -n N makes N + 1) */
     return true;
 }
 
