@@ -154,11 +154,15 @@ typedef void (*fpanel_fn)(float *restrict, size_t, int, const uint8_t *, size_t,
 #define FPANELS(name, et)                                                                      \
     FPANEL(name, 8, 1, et) FPANEL(name, 2, 1, et) FPANEL(name, 1, 1, et)                        \
     FPANEL(name, 1, 2, et) FPANEL(name, 1, 3, et) FPANEL(name, 1, 4, et)                        \
-    FPANEL(name, 1, 5, et) FPANEL(name, 1, 6, et) FPANEL(name, 1, 7, et) FPANEL(name, 1, 8, et)
+    FPANEL(name, 1, 5, et) FPANEL(name, 1, 6, et) FPANEL(name, 1, 7, et) FPANEL(name, 1, 8, et) \
+    FPANEL(name, 2, 2, et) FPANEL(name, 2, 3, et) FPANEL(name, 2, 4, et)                        \
+    FPANEL(name, 2, 5, et) FPANEL(name, 2, 6, et) FPANEL(name, 2, 7, et) FPANEL(name, 2, 8, et)
 #define FPANEL_KERNELS(name)                                                                   \
     {fp_##name##_8_1, fp_##name##_2_1,                                                          \
      {fp_##name##_1_1, fp_##name##_1_2, fp_##name##_1_3, fp_##name##_1_4, fp_##name##_1_5,     \
-      fp_##name##_1_6, fp_##name##_1_7, fp_##name##_1_8}}
+      fp_##name##_1_6, fp_##name##_1_7, fp_##name##_1_8},                                       \
+     {fp_##name##_2_1, fp_##name##_2_2, fp_##name##_2_3, fp_##name##_2_4, fp_##name##_2_5,     \
+      fp_##name##_2_6, fp_##name##_2_7, fp_##name##_2_8}}
 #else
 #define FPANELS(name, et)                                                                      \
     FPANEL(name, 4, 1, et) FPANEL(name, 2, 1, et) FPANEL(name, 1, 1, et)                        \
@@ -177,14 +181,20 @@ typedef struct {
     fpanel_fn gemv_wide;         /* GEMV_WIDE panels, 1 token */
     fpanel_fn gemv2;             /* 2 panels, 1 token */
     fpanel_fn gemm[GEMM_TOKENS]; /* 1 panel, 1 .. GEMM_TOKENS tokens */
+#ifdef BT_SIMD16_AVX512
+    fpanel_fn gemm2[GEMM_TOKENS]; /* 2 panels, 1 .. GEMM_TOKENS tokens */
+#endif
 } fpanel_kernels_t;
 static const fpanel_kernels_t fpanel_kernels[3] = {
     FPANEL_KERNELS(f32), FPANEL_KERNELS(f16), FPANEL_KERNELS(bf16)};
 
 /* Threads take contiguous shares of the work units: groups of panels for
- * one token (GEMV_WIDE or 2), single panels for more (GEMM_TOKENS tokens'
- * chains). Unpacked weights: a thread packs each panel it takes into its
- * scratch (16 n_in floats, what the scratch holds per thread) as f32. */
+ * one token (GEMV_WIDE or 2), pairs of panels for more with AVX-512 (two
+ * weight streams and 2 x GEMM_TOKENS chains in flight: a small batch of
+ * decode rows reads each panel from memory once and keeps both FMA ports
+ * busy), single panels with AVX2. Unpacked weights: a thread packs each
+ * panel it takes into its scratch (16 n_in floats, what the scratch holds
+ * per thread) as f32, one panel at a time. */
 static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                          int n_tok, const bt_scratch_t *s, int me, int nth)
 {
@@ -193,7 +203,13 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
     const int et = packed ? elem_type(w->type) : ET_F32;
     const fpanel_kernels_t *k = &fpanel_kernels[et];
     const size_t pstride = (size_t)n_in * 16 * elem_bytes(et);
-    const int per_unit = n_tok > 1 || !packed ? 1
+#ifdef BT_SIMD16_AVX512
+    const int pair = packed ? 2 : 1;
+#else
+    const int pair = 1;
+#endif
+    const int per_unit = !packed ? 1
+                       : n_tok > 1 ? pair
                        : nth == 1 || pstride <= GEMV_WIDE_MAX ? GEMV_WIDE : 2;
     const int64_t n_units = (n_panels + per_unit - 1) / per_unit;
     {
@@ -209,18 +225,25 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
                 pack_panel(own, ET_F32, w, r0);
                 pw = own;
             }
-            if (per_unit > 1 && nr == 16 * per_unit) {
+            if (n_tok == 1 && per_unit > 1 && nr == 16 * per_unit) {
                 (per_unit == 2 ? k->gemv2 : k->gemv_wide)(out + r0, (size_t)n_out, nr, pw,
                                                           pstride, x, n_in);
                 continue;
             }
-            for (int p = 0; p < per_unit && 16 * p < nr; p++)
-                for (int t = 0; t < n_tok; t += GEMM_TOKENS) {
-                    const int tt = n_tok - t < GEMM_TOKENS ? n_tok - t : GEMM_TOKENS;
-                    k->gemm[tt - 1](out + (size_t)t * n_out + r0 + 16 * p, (size_t)n_out,
-                                    nr - 16 * p, pw + (size_t)p * pstride, pstride,
-                                    x + (size_t)t * n_in, n_in);
+            for (int t = 0; t < n_tok; t += GEMM_TOKENS) {
+                const int tt = n_tok - t < GEMM_TOKENS ? n_tok - t : GEMM_TOKENS;
+                float *o = out + (size_t)t * n_out + r0;
+                const float *xt = x + (size_t)t * n_in;
+#ifdef BT_SIMD16_AVX512
+                if (per_unit == 2 && nr == 32) {
+                    k->gemm2[tt - 1](o, (size_t)n_out, nr, pw, pstride, xt, n_in);
+                    continue;
                 }
+#endif
+                for (int p = 0; p < per_unit && 16 * p < nr; p++)
+                    k->gemm[tt - 1](o + 16 * p, (size_t)n_out, nr - 16 * p,
+                                    pw + (size_t)p * pstride, pstride, xt, n_in);
+            }
         }
     }
 }
