@@ -49,6 +49,9 @@ typedef struct bt_batch_options {
 
 /* The default of --parallel. */
 #define BT_BATCH_DEFAULT_PARALLEL 8
+/* -ub of a batch job when none is given: prompt chunks small enough that a
+ * decode step they join is not held up long (README, Many sequences). */
+#define BT_BATCH_DEFAULT_UBATCH 64
 
 /* Checks the command line's sampling values as a request's would be
  * checked. Logs one message naming the flag and returns BT_ERR_ARG on a

@@ -34,6 +34,7 @@ typedef struct options {
     int n_predict;       /* -n; -1: not given */
     int n_ctx;           /* 0: default */
     int batch, ubatch, threads, pipeline;
+    int ubatch_given;    /* -ub on the command line (batch jobs default to BT_BATCH_DEFAULT_UBATCH) */
     double *ratios;
     int n_ratios;
     int chat, interactive;
@@ -79,7 +80,8 @@ static void usage(FILE *f)
             "  -c, --ctx-size N          context length (default: --tokens prompt + N; text: the\n"
             "                            model's, at most 4096)\n"
             "  -b, --batch-size N        logical batch: prompt tokens per prefill call (2048)\n"
-            "  -ub, --ubatch-size N      micro-batch: tokens per pipeline step (512)\n"
+            "  -ub, --ubatch-size N      micro-batch: tokens per pipeline step (512; with\n"
+            "                            --batch-file 64: prompt chunks that join decode steps)\n"
             "      --pipeline 0|1        1: GPipe prefill (default); 0: one micro-batch at a time\n"
             "  -ts, --tensor-split R,R   layer proportions per rank (default: balance cost)\n"
             "  -t, --threads N           OpenMP threads per rank (default: cores / ranks per node)\n"
@@ -206,7 +208,10 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         case OPT_IDS: o->print_ids = 1; break;
         case 'c': st = bt_parse_int("--ctx-size", optarg, 1, 1 << 24, &o->n_ctx); break;
         case 'b': st = bt_parse_int("-b", optarg, 1, 1 << 24, &o->batch); break;
-        case OPT_UB: st = bt_parse_int("-ub", optarg, 1, 1 << 20, &o->ubatch); break;
+        case OPT_UB:
+            st = bt_parse_int("-ub", optarg, 1, 1 << 20, &o->ubatch);
+            o->ubatch_given = 1;
+            break;
         case OPT_PIPELINE: st = bt_parse_int("--pipeline", optarg, 0, 1, &o->pipeline); break;
         case OPT_TS:
             free(o->ratios);
@@ -287,6 +292,8 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
     }
     if (o->batch_file != NULL && o->parallel == 0)
         o->parallel = BT_BATCH_DEFAULT_PARALLEL;
+    if (o->batch_file != NULL && !o->ubatch_given)
+        o->ubatch = BT_BATCH_DEFAULT_UBATCH;
     if (o->tokens != NULL && !o->temp_given)
         o->sampling.temp = 0.0f; /* raw ids mode is greedy unless asked */
     if (o->n_ctx > 0 && o->tokens != NULL && o->n_ctx < o->n_tokens + o->n_predict) {
