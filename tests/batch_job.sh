@@ -20,24 +20,7 @@ if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_
 run() { local np=$1; shift; timeout -k 5 120 "$launcher" -np "$np" --oversubscribe --bind-to none \
     --mca mpi_yield_when_idle 1 "$bin/baton" "$@"; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-batch-XXXXXX")
-job=
-stop_job() { # the launcher and its ranks, by pid
-    [ -n "$job" ] || return 0
-    local kids
-    kids=$(pgrep -P "$job")
-    kill -9 "$job" $kids 2>/dev/null
-    wait "$job" 2>/dev/null
-    job=
-}
-cleanup() {
-    stop_job
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $*"; }
-bad() { fail=$((fail + 1)); echo "not ok - $*"; }
+. "$(dirname "$0")/joblib.sh"
 
 m="$tmp/tiny.gguf"
 "$bin/baton-mkmodel" --shape tiny --n-layer 4 -o "$m" >/dev/null 2>&1 ||

@@ -386,11 +386,7 @@ static int make_model(refmodel_t *r, const char *dir, const char *name, int n_em
 
 int main(int argc, char **argv)
 {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    bt_log_set_rank(rank);
+    mpitest_init(&argc, &argv);
 
     for (int i = 0; i < N_PROMPT; i++)
         tokens[i] = (i * 53 + 7) % 256;
@@ -403,9 +399,7 @@ int main(int argc, char **argv)
     }
 
     Suite *s = suite_create(size == 1 ? "pipeline (1 rank)" : "pipeline");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 300);
-    tcase_add_checked_fixture(tc, abort_on_failure, NULL);
+    TCase *tc = mpitest_tcase(s, "core", 300);
     tcase_add_test(tc, test_invariance);
     if (size <= N_LAYER)
         tcase_add_test(tc, test_tensor_split);
@@ -414,18 +408,10 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_traffic);
     tcase_add_test(tc, test_generate_stop);
     tcase_add_test(tc, test_link_probe);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("errors");
-    tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, abort_on_failure, NULL);
+    tc = mpitest_tcase(s, "errors", 120);
     tcase_add_test(tc, test_setup_errors);
-    suite_add_tcase(s, tc);
 
-    runner = srunner_create(s);
-    srunner_set_fork_status(runner, CK_NOFORK); /* a forked child is not an MPI process */
-    srunner_run_all(runner, rank == 0 ? CK_VERBOSE : CK_SILENT);
-    abort_on_failure();
-    srunner_free(runner);
+    mpitest_run(s);
     free(tiny.rows);
     free(wide.rows);
     if (rank == 0 && dir != NULL)

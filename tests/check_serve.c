@@ -375,11 +375,7 @@ static void make_requests(void)
 
 int main(int argc, char **argv)
 {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    bt_log_set_rank(rank);
+    mpitest_init(&argc, &argv);
     /* tu_golden_path asserts, which only a running test may do */
     const char *dir = getenv("BT_GOLDEN_DIR");
     snprintf(model_path, sizeof model_path, "%s/tiny-llama-golden-f32.gguf",
@@ -404,9 +400,7 @@ int main(int argc, char **argv)
         return 1;
     }
     Suite *s = suite_create(size == 1 ? "serve (1 rank)" : "serve");
-    TCase *tc = tcase_create("sequences");
-    tcase_set_timeout(tc, 600);
-    tcase_add_checked_fixture(tc, abort_on_failure, NULL);
+    TCase *tc = mpitest_tcase(s, "sequences", 600);
     tcase_add_test(tc, test_composition);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_golden_among_others);
@@ -414,12 +408,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_sampled);
     tcase_add_test(tc, test_context_full);
     tcase_add_test(tc, test_groups);
-    suite_add_tcase(s, tc);
-    runner = srunner_create(s);
-    srunner_set_fork_status(runner, CK_NOFORK);
-    srunner_run_all(runner, rank == 0 ? CK_VERBOSE : CK_SILENT);
-    abort_on_failure();
-    srunner_free(runner);
+    mpitest_run(s);
     bt_pipe_free(&pipe_);
     for (int i = 0; i < N_REQ; i++) {
         free(greedy[i].rows);

@@ -11,8 +11,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common.h"
+
 static int rank, size;
 static SRunner *runner;
+
+/* MPI_Init_thread (funneled), rank and size, and this rank in log lines. */
+static inline void mpitest_init(int *argc, char ***argv)
+{
+    int provided;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    bt_log_set_rank(rank);
+}
 
 /* 1 when ok is 1 on every rank. */
 static inline int all_ok(int ok)
@@ -39,6 +51,29 @@ static inline void abort_on_failure(void)
     srunner_print(runner, CK_VERBOSE); /* Check prints its lines only at the end */
     fflush(stdout);
     MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* A test case of s whose tests run after a check that no rank has failed
+ * (abort_on_failure), each within timeout seconds. */
+static inline TCase *mpitest_tcase(Suite *s, const char *name, int timeout)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, timeout);
+    tcase_add_checked_fixture(tc, abort_on_failure, NULL);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+/* Runs the suite on every rank without forking (a forked child is not an
+ * MPI process), verbose on rank 0; a failure on any rank aborts the job. */
+static inline void mpitest_run(Suite *s)
+{
+    runner = srunner_create(s);
+    srunner_set_fork_status(runner, CK_NOFORK);
+    srunner_run_all(runner, rank == 0 ? CK_VERBOSE : CK_SILENT);
+    abort_on_failure();
+    srunner_free(runner);
+    runner = NULL;
 }
 
 #endif /* BT_TESTS_MPITEST_H */

@@ -20,24 +20,7 @@ for tool in h5ls h5dump; do
 done
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-death-XXXXXX")
-job=
-stop_job() { # the launcher and its ranks, by pid
-    [ -n "$job" ] || return 0
-    local kids
-    kids=$(pgrep -P "$job")
-    kill -9 "$job" $kids 2>/dev/null
-    wait "$job" 2>/dev/null
-    job=
-}
-cleanup() {
-    stop_job
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. "$(dirname "$0")/joblib.sh"
 
 m="$tmp/tiny.gguf"
 "$bin/baton-mkmodel" --shape tiny --n-layer 6 -o "$m" >/dev/null 2>&1 || { echo "mkmodel failed"; exit 1; }
