@@ -37,8 +37,9 @@ int bt_parallel_ubatch(const bt_bench_test_t *t);
  * flight with the decoding sequences spread over n_groups decode groups
  * (--groups; 0: automatic); --pipeline 0 runs one micro-batch at a time
  * (the engine's sync) with every decode row in it (one group, n_groups
- * unused). On rank 0, *n_mb gets the micro-batches run. Fails with BT_ERR_UNSUPPORTED, naming the counts, when the engine chose
- * another number of tokens or finished another number of requests than the
+ * unused). On rank 0, *n_mb gets the micro-batches run. Fails with
+ * BT_ERR_UNSUPPORTED, naming the counts, when the engine chose another
+ * number of tokens or finished another number of requests than the
  * test asks for (the figure would count tokens that were not computed). */
 bt_status_t bt_parallel_run(bt_pipe_t *p, const bt_bench_test_t *t, const int32_t *ids,
                             int n_groups, bool warmup, int *n_mb);

@@ -34,7 +34,7 @@ typedef struct options {
     int n_predict;       /* -n; -1: not given */
     int n_ctx;           /* 0: default */
     int batch, ubatch, threads, pipeline;
-    int ubatch_given;    /* -ub on the command line (batch jobs default to BT_BATCH_DEFAULT_UBATCH) */
+    int ubatch_given;    /* -ub given (else a batch job takes BT_BATCH_DEFAULT_UBATCH) */
     double *ratios;
     int n_ratios;
     int chat, interactive;

@@ -59,7 +59,8 @@ static int make_reference(refmodel_t *r)
     if (bt_model_load(r->path, 0, -1, true, true, &m) != BT_OK)
         return 0;
     const int n_vocab = r->n_vocab = m->hp.n_vocab;
-    if (bt_forward_init(m, &bt_ops_cpu, N_PROMPT + N_GEN, 1, N_PROMPT, 1, BT_TYPE_F32, &f) != BT_OK) {
+    if (bt_forward_init(m, &bt_ops_cpu, N_PROMPT + N_GEN, 1, N_PROMPT, 1, BT_TYPE_F32, &f) !=
+        BT_OK) {
         bt_model_free(m);
         return 0;
     }

@@ -4,8 +4,8 @@
  * Activations go from rank s straight to rank s+1 (never through rank 0) as
  * one message per micro-batch: a bt_act_header_t, the row table (n_rows
  * bt_row_t: slot, position, flags of each row), and from the next 64-byte
- * boundary the activations, n_rows rows of n_embd f32. A stage owns BT_TRANSPORT_SLOTS message buffers used as a
- * ring: while it computes micro-batch m in slot m % 3, the receive for m+1
+ * boundary the activations, n_rows rows of n_embd f32. A stage owns
+ * BT_TRANSPORT_SLOTS message buffers used as a ring: while it computes micro-batch m in slot m % 3, the receive for m+1
  * is already posted into the next slot and the send of m-1 may still be
  * draining from the one before. A slot is reused only after its send
  * request completed. bt_transport_progress() tests every outstanding
