@@ -14,7 +14,9 @@
  *                right reason, and its ids are its solo run's.
  *   sampled:     seeded sampled requests give their solo run's ids at
  *                --parallel 1 and 8.
- *   groups:      decode steps form one micro-batch per group
+ *   groups:      decode steps form one micro-batch per group; 96
+ *                sequences in 6 groups of 16 with ids messages past the
+ *                eager limit (serve_eager_np3)
  *   threads:     the same with 2 threads per rank (attention of short runs
  *                spread over the team).
  * The model is tests/data/golden/tiny-llama-golden-f32.gguf (256 ids).
@@ -89,15 +91,17 @@ static int run_alone(solo_t *s)
 
 /* ---- a serve run ---- */
 
+enum { MAX_JOB = 96 };
+
 typedef struct job {
     const solo_t *solo;  /* [n] the requests */
     int n, next;
-    int n_predict[32];   /* per request */
-    int stop_after[32];  /* the token hook says stop at this many ids (0: never) */
-    int32_t ids[32][N_CTX + 1];
-    int n_ids[32];
-    int finished[32];    /* 1 + bt_finish_t */
-    float *rows[32];     /* last stage: every row's logits */
+    int n_predict[MAX_JOB]; /* per request */
+    int stop_after[MAX_JOB]; /* the token hook says stop at this many ids (0: never) */
+    int32_t ids[MAX_JOB][N_CTX + 1];
+    int n_ids[MAX_JOB];
+    int finished[MAX_JOB]; /* 1 + bt_finish_t */
+    float *rows[MAX_JOB];  /* last stage: every row's logits */
 } job_t;
 
 static bool next_req(void *arg, int *id, bt_seq_req_t *rq)
@@ -137,6 +141,7 @@ static bt_status_t on_logits(void *arg, int id, int pos, const float *row)
 
 static void job_init(job_t *j, const solo_t *solo, int n)
 {
+    ck_assert_int_le(n, MAX_JOB);
     memset(j, 0, sizeof *j);
     j->solo = solo;
     j->n = n;
@@ -211,6 +216,38 @@ START_TEST(test_composition)
                 job_free(&j);
                 ck_assert_msg(all_ok(ok), "%s: a sequence depends on its batch", what);
             }
+}
+END_TEST
+
+/* Many sequences, many groups, wide micro-batches: 96 one-id prompts in
+ * 6 groups of 16 on a pipe of 32-row micro-batches, so up to 6 micro-
+ * batches are in flight and an ids message (17 or 33 ints) is larger
+ * than the eager limit serve_eager_npN forces, and must not wait for rank
+ * 0 to ask for it while rank 0 waits for a send slot. */
+START_TEST(test_wide_groups)
+{
+    bt_pipe_t one = pipe_;
+    bt_pipe_config_t cfg = pipe_cfg;
+    cfg.max_tok = 32;
+    cfg.n_slots = MAX_JOB;
+    ck_assert_int_eq(bt_pipe_init(&pipe_, MPI_COMM_WORLD, &cfg), BT_OK);
+    static solo_t first[N_REQ];
+    for (int i = 0; i < N_REQ; i++) {
+        first[i] = greedy[0]; /* the one-id prompt */
+    }
+    job_t *j = malloc(sizeof *j);
+    job_init(j, first, MAX_JOB);
+    for (int i = 0; i < MAX_JOB; i++)
+        j->n_predict[i] = 8;
+    serve(j, MAX_JOB, 32, false, 6);
+    int ok = 1;
+    for (int i = 0; i < MAX_JOB; i++)
+        ok &= matches(j, i, "96 sequences in 6 groups");
+    job_free(j);
+    free(j);
+    bt_pipe_free(&pipe_);
+    pipe_ = one;
+    ck_assert_msg(all_ok(ok), "%d ranks: 96 sequences in 6 groups", size);
 }
 END_TEST
 
@@ -403,6 +440,7 @@ int main(int argc, char **argv)
     TCase *tc = mpitest_tcase(s, "sequences", 600);
     tcase_add_test(tc, test_composition);
     tcase_add_test(tc, test_threads);
+    tcase_add_test(tc, test_wide_groups);
     tcase_add_test(tc, test_golden_among_others);
     tcase_add_test(tc, test_reuse);
     tcase_add_test(tc, test_sampled);

@@ -162,6 +162,7 @@ typedef struct sched {
     bool no_more;      /* hooks.next has nothing left */
     int32_t *tokens;   /* [max_tok] the inputs of the micro-batch being formed */
     int32_t *ids;      /* [1 + max_tok] a received ids message */
+    MPI_Request ids_req; /* the receive of the next ids message, posted while any is due */
     bt_serve_stats_t stats;
 } sched_t;
 
@@ -341,6 +342,19 @@ static void apply_ids(sched_t *sc, int mb, const int32_t *ids, int n)
     }
 }
 
+/* Rank 0 keeps the receive of the next ids message posted while one is
+ * due, so the last stage's send never waits for rank 0 to ask (rank 0 may
+ * itself be waiting for a send slot). */
+static bt_status_t post_ids(sched_t *sc)
+{
+    const bt_pipe_t *p = sc->p;
+    if (sc->ids_req != MPI_REQUEST_NULL || sc->mb_sent == sc->mb_done)
+        return BT_OK;
+    BT_MPI_CHECK(MPI_Irecv(sc->ids, p->max_tok + 1, MPI_INT32_T, p->n_stages - 1, BT_TAG_IDS,
+                           p->comm, &sc->ids_req));
+    return BT_OK;
+}
+
 /* Rank 0 waits for the oldest micro-batch's ids from the last stage. */
 static bt_status_t recv_ids(sched_t *sc)
 {
@@ -349,8 +363,10 @@ static bt_status_t recv_ids(sched_t *sc)
     MPI_Status status;
     int count = 0;
     const double t0 = bt_trace_now(p->tr.trace);
-    BT_MPI_CHECK(MPI_Recv(ids, p->max_tok + 1, MPI_INT32_T, p->n_stages - 1, BT_TAG_IDS, p->comm,
-                          &status));
+    bt_status_t st = post_ids(sc);
+    if (st != BT_OK)
+        return st;
+    BT_MPI_CHECK(MPI_Wait(&sc->ids_req, &status));
     bt_trace_span(p->tr.trace, BT_EV_TOKEN_WAIT, sc->mb_done, t0);
     MPI_Get_count(&status, MPI_INT32_T, &count);
     const int want = sc->flight_n[sc->mb_done % sc->max_flight];
@@ -360,7 +376,7 @@ static bt_status_t recv_ids(sched_t *sc)
         return BT_ERR_MPI;
     }
     apply_ids(sc, sc->mb_done++, ids + 1, want);
-    return BT_OK;
+    return post_ids(sc);
 }
 
 /* Rank 0: embeds, computes and sends (or, alone, finishes) one micro-batch. */
@@ -389,7 +405,8 @@ static bt_status_t send_mb(sched_t *sc, int n)
         return BT_OK;
     }
     *bt_transport_header(t, slot) = (bt_act_header_t){.mb = sc->mb_sent++, .n_rows = n};
-    return bt_transport_send(t, slot);
+    st = bt_transport_send(t, slot);
+    return st == BT_OK ? post_ids(sc) : st;
 }
 
 static bt_status_t schedule(sched_t *sc)
@@ -460,6 +477,7 @@ static bt_status_t sched_init(sched_t *sc)
     }
     for (int s = 0; s < c->n_slots; s++)
         sc->seq[s] = (seq_t){.id = -1, .msg_req = MPI_REQUEST_NULL};
+    sc->ids_req = MPI_REQUEST_NULL;
     return BT_OK;
 }
 
