@@ -219,6 +219,22 @@ START_TEST(test_composition)
 }
 END_TEST
 
+/* Runs job j on a pipe opened with cfg (instead of the suite's) and
+ * compares every request with its run alone; 1 when all match here. */
+static int serve_on(const bt_pipe_config_t *cfg, job_t *j, int ubatch, int n_groups,
+                    const char *what)
+{
+    bt_pipe_t suite_pipe = pipe_;
+    ck_assert_int_eq(bt_pipe_init(&pipe_, MPI_COMM_WORLD, cfg), BT_OK);
+    serve(j, cfg->n_slots < j->n ? cfg->n_slots : j->n, ubatch, false, n_groups);
+    int ok = 1;
+    for (int i = 0; i < j->n; i++)
+        ok &= matches(j, i, what);
+    bt_pipe_free(&pipe_);
+    pipe_ = suite_pipe;
+    return ok;
+}
+
 /* Many sequences, many groups, wide micro-batches: 96 one-id prompts in
  * 6 groups of 16 on a pipe of 32-row micro-batches, so up to 6 micro-
  * batches are in flight and an ids message (17 or 33 ints) is larger
@@ -226,27 +242,19 @@ END_TEST
  * 0 to ask for it while rank 0 waits for a send slot. */
 START_TEST(test_wide_groups)
 {
-    bt_pipe_t one = pipe_;
     bt_pipe_config_t cfg = pipe_cfg;
     cfg.max_tok = 32;
     cfg.n_slots = MAX_JOB;
-    ck_assert_int_eq(bt_pipe_init(&pipe_, MPI_COMM_WORLD, &cfg), BT_OK);
     static solo_t first[N_REQ];
-    for (int i = 0; i < N_REQ; i++) {
+    for (int i = 0; i < N_REQ; i++)
         first[i] = greedy[0]; /* the one-id prompt */
-    }
     job_t *j = malloc(sizeof *j);
     job_init(j, first, MAX_JOB);
     for (int i = 0; i < MAX_JOB; i++)
         j->n_predict[i] = 8;
-    serve(j, MAX_JOB, 32, false, 6);
-    int ok = 1;
-    for (int i = 0; i < MAX_JOB; i++)
-        ok &= matches(j, i, "96 sequences in 6 groups");
+    int ok = serve_on(&cfg, j, 32, 6, "96 sequences in 6 groups");
     job_free(j);
     free(j);
-    bt_pipe_free(&pipe_);
-    pipe_ = one;
     ck_assert_msg(all_ok(ok), "%d ranks: 96 sequences in 6 groups", size);
 }
 END_TEST
@@ -254,19 +262,12 @@ END_TEST
 /* Two threads per rank: short runs' attention spread over the team. */
 START_TEST(test_threads)
 {
-    bt_pipe_t one = pipe_;
     bt_pipe_config_t cfg = pipe_cfg;
     cfg.n_threads = 2;
-    ck_assert_int_eq(bt_pipe_init(&pipe_, MPI_COMM_WORLD, &cfg), BT_OK);
     job_t j;
     job_init(&j, greedy, N_REQ);
-    serve(&j, N_SLOTS, MAX_TOK, false, 0);
-    int ok = 1;
-    for (int i = 0; i < N_REQ; i++)
-        ok &= matches(&j, i, "2 threads");
+    int ok = serve_on(&cfg, &j, MAX_TOK, 0, "2 threads");
     job_free(&j);
-    bt_pipe_free(&pipe_);
-    pipe_ = one;
     ck_assert_msg(all_ok(ok), "%d ranks, 2 threads: a sequence depends on the team", size);
 }
 END_TEST
