@@ -192,8 +192,8 @@ static void rope(bt_forward_t *f)
         const bt_run_t *r = &f->runs[i];
         bt_rope_norm_f32(f->q + r->first * q_dim, r->n, r->pos0, hp->n_head, hp->head_dim,
                          hp->n_rot, hp->rope_base);
-        bt_rope_norm_f32(f->k + r->first * kv_dim, r->n, r->pos0, hp->n_head_kv, hp->head_dim,
-                         hp->n_rot, hp->rope_base);
+        bt_rope_norm_f32(f->k + r->first * kv_dim, r->n, r->pos0, hp->n_head_kv,
+                         hp->head_dim, hp->n_rot, hp->rope_base);
     }
 }
 

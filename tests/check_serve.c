@@ -414,13 +414,13 @@ static void make_requests(void)
 int main(int argc, char **argv)
 {
     mpitest_init(&argc, &argv);
-    /* tu_golden_path asserts, which only a running test may do */
-    const char *dir = getenv("BT_GOLDEN_DIR");
-    snprintf(model_path, sizeof model_path, "%s/tiny-llama-golden-f32.gguf",
-             dir != NULL && *dir ? dir : BT_TOP_SRCDIR "/tests/data/golden");
-    if (getenv("BT_SRCDIR") != NULL && (dir == NULL || !*dir))
-        snprintf(model_path, sizeof model_path, "%s/tests/data/golden/tiny-llama-golden-f32.gguf",
-                 getenv("BT_SRCDIR"));
+    if (!tu_golden_locate("tiny-llama-golden-f32.gguf", model_path, sizeof model_path)) {
+        if (rank == 0)
+            fprintf(stderr, "golden reference file missing: %s (it ships in "
+                    "tests/data/golden; BT_GOLDEN_DIR overrides the folder)\n", model_path);
+        MPI_Finalize();
+        return 1;
+    }
     make_requests();
     int ok = 1;
     for (int i = 0; i < N_REQ; i++)

@@ -4,6 +4,7 @@
 
 #include <check.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,18 +43,27 @@ static inline const char *tu_srcdir(void)
     return d != NULL && *d != '\0' ? d : BT_TOP_SRCDIR;
 }
 
-/* The path of golden reference file NAME: in $BT_GOLDEN_DIR when set, else
- * in the source tree's tests/data/golden. The data ships with the
- * repository, so a missing file fails the calling test, naming it. */
+/* Writes the path of golden reference file NAME into path: in
+ * $BT_GOLDEN_DIR when set, else in the source tree's tests/data/golden.
+ * Returns whether the file is readable. Usable outside a running test
+ * (main), where Check's assertions are not. */
+static inline bool tu_golden_locate(const char *name, char *path, size_t size)
+{
+    const char *dir = getenv("BT_GOLDEN_DIR");
+    if (dir != NULL && *dir != '\0')
+        snprintf(path, size, "%s/%s", dir, name);
+    else
+        snprintf(path, size, "%s/tests/data/golden/%s", tu_srcdir(), name);
+    return access(path, R_OK) == 0;
+}
+
+/* The path of golden reference file NAME (tu_golden_locate). The data
+ * ships with the repository, so a missing file fails the calling test,
+ * naming it. */
 static inline const char *tu_golden_path(const char *name)
 {
     static char path[700];
-    const char *dir = getenv("BT_GOLDEN_DIR");
-    if (dir != NULL && *dir != '\0')
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-    else
-        snprintf(path, sizeof path, "%s/tests/data/golden/%s", tu_srcdir(), name);
-    ck_assert_msg(access(path, R_OK) == 0,
+    ck_assert_msg(tu_golden_locate(name, path, sizeof path),
                   "golden reference file missing: %s (it ships in tests/data/golden; "
                   "BT_GOLDEN_DIR overrides the folder)",
                   path);

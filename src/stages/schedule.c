@@ -222,6 +222,16 @@ void bt_pipe_free(bt_pipe_t *p)
 
 /* ---- schedules ---- */
 
+int32_t bt_pipe_choose(const bt_pipe_t *p, bt_sampler_t *s, const float *row)
+{
+    const int32_t tok = p->no_sampling ? 0
+                        : s != NULL    ? bt_sampler_sample(s, row)
+                                       : bt_sample_greedy(row, p->model->hp.n_vocab);
+    if (s != NULL)
+        bt_sampler_accept(s, tok);
+    return tok;
+}
+
 /* Last stage: the logits this micro-batch needs, handed to on_logits. */
 static bt_status_t head(bt_pipe_t *p, const float *x, int nt, int pos, bool final,
                         bt_logits_fn on_logits, void *arg, int32_t *token)
@@ -242,16 +252,8 @@ static bt_status_t head(bt_pipe_t *p, const float *x, int nt, int pos, bool fina
             st = on_logits(arg, p->logits, 1, pos + nt - 1);
         last_row = p->logits;
     }
-    if (final) {
-        if (p->no_sampling)
-            *token = 0;
-        else if (p->sampler != NULL)
-            *token = bt_sampler_sample(p->sampler, last_row);
-        else
-            *token = bt_sample_greedy(last_row, n_vocab);
-        if (p->sampler != NULL)
-            bt_sampler_accept(p->sampler, *token);
-    }
+    if (final)
+        *token = bt_pipe_choose(p, p->sampler, last_row);
     return st;
 }
 

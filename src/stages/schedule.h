@@ -86,6 +86,11 @@ typedef struct bt_pipe {
 bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cfg);
 void bt_pipe_free(bt_pipe_t *p);
 
+/* Last stage: the id chosen from a logits row [n_vocab]: 0 without
+ * sampling (benchmarks), else the sampler's pick (greedy when s is NULL),
+ * which s then records. */
+int32_t bt_pipe_choose(const bt_pipe_t *p, bt_sampler_t *s, const float *row);
+
 /* Runs n_tokens prompt tokens at positions pos0.. in micro-batches of
  * ubatch. tokens is read on rank 0 only. The last stage calls on_logits
  * (if set) with every row when all_logits, else with the last row only.

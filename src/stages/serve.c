@@ -92,11 +92,7 @@ static bt_status_t last_rows(bt_pipe_t *p, last_stage_t *ls, const bt_row_t *row
                 st = h->logits(h->arg, ls->id[w->slot], w->pos, row);
             if (!(w->flags & BT_ROW_SAMPLE))
                 continue;
-            bt_sampler_t *s = ls->samplers[w->slot];
-            const int32_t tok = p->no_sampling ? 0 : bt_sampler_sample(s, row);
-            if (s != NULL)
-                bt_sampler_accept(s, tok);
-            ls->ids[1 + (*n_ids)++] = tok;
+            ls->ids[1 + (*n_ids)++] = bt_pipe_choose(p, ls->samplers[w->slot], row);
         }
     }
     return st;
