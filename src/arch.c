@@ -1,0 +1,53 @@
+/* arch.c: the architecture table (arch.h). */
+#include "arch.h"
+
+#include <string.h>
+
+const bt_lt_info_t bt_lt_info[BT_LT_COUNT] = {
+    [BT_LT_ATTN_NORM] = {"attn_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
+    [BT_LT_Q] = {"attn_q.weight", BT_DIM_EMBD, BT_DIM_Q},
+    [BT_LT_K] = {"attn_k.weight", BT_DIM_EMBD, BT_DIM_KV},
+    [BT_LT_V] = {"attn_v.weight", BT_DIM_EMBD, BT_DIM_KV},
+    [BT_LT_Q_BIAS] = {"attn_q.bias", BT_DIM_Q, BT_DIM_ONE},
+    [BT_LT_K_BIAS] = {"attn_k.bias", BT_DIM_KV, BT_DIM_ONE},
+    [BT_LT_V_BIAS] = {"attn_v.bias", BT_DIM_KV, BT_DIM_ONE},
+    [BT_LT_Q_NORM] = {"attn_q_norm.weight", BT_DIM_HEAD, BT_DIM_ONE},
+    [BT_LT_K_NORM] = {"attn_k_norm.weight", BT_DIM_HEAD, BT_DIM_ONE},
+    [BT_LT_O] = {"attn_output.weight", BT_DIM_Q, BT_DIM_EMBD},
+    [BT_LT_POST_ATTN_NORM] = {"post_attention_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
+    [BT_LT_FFN_NORM] = {"ffn_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
+    [BT_LT_GATE] = {"ffn_gate.weight", BT_DIM_EMBD, BT_DIM_FF},
+    [BT_LT_UP] = {"ffn_up.weight", BT_DIM_EMBD, BT_DIM_FF},
+    [BT_LT_DOWN] = {"ffn_down.weight", BT_DIM_FF, BT_DIM_EMBD},
+    [BT_LT_POST_FFN_NORM] = {"post_ffw_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
+};
+
+/* The llama block: pre-norms, q/k/v/o, a gated FFN. */
+#define LLAMA_LAYER                                                                           \
+    (BT_LT_BIT(BT_LT_ATTN_NORM) | BT_LT_BIT(BT_LT_Q) | BT_LT_BIT(BT_LT_K) | BT_LT_BIT(BT_LT_V) | \
+     BT_LT_BIT(BT_LT_O) | BT_LT_BIT(BT_LT_FFN_NORM) | BT_LT_BIT(BT_LT_GATE) |                  \
+     BT_LT_BIT(BT_LT_UP) | BT_LT_BIT(BT_LT_DOWN))
+#define QKV_BIAS (BT_LT_BIT(BT_LT_Q_BIAS) | BT_LT_BIT(BT_LT_K_BIAS) | BT_LT_BIT(BT_LT_V_BIAS))
+#define QK_NORM (BT_LT_BIT(BT_LT_Q_NORM) | BT_LT_BIT(BT_LT_K_NORM))
+#define POST_NORMS (BT_LT_BIT(BT_LT_POST_ATTN_NORM) | BT_LT_BIT(BT_LT_POST_FFN_NORM))
+
+static const bt_arch_t archs[] = {
+    /* llama (and Mistral, SmolLM, Llama 3.x): optional q/k/v biases as llama.cpp allows */
+    {.name = "llama", .layer = LLAMA_LAYER, .layer_optional = QKV_BIAS, .rope = BT_ROPE_NORM,
+     .act = BT_ACT_SILU, .rope_freqs = true},
+    {.name = "qwen2", .layer = LLAMA_LAYER | QKV_BIAS, .rope = BT_ROPE_NEOX, .act = BT_ACT_SILU},
+    {.name = "qwen3", .layer = LLAMA_LAYER | QK_NORM, .rope = BT_ROPE_NEOX, .act = BT_ACT_SILU},
+    {.name = "gemma3", .layer = LLAMA_LAYER | QK_NORM | POST_NORMS, .rope = BT_ROPE_NEOX,
+     .act = BT_ACT_GELU_TANH, .embd_scale = true, .swa = true, .swa_pattern = 6,
+     .rope_base_swa = 10000.0f, .softcap = true},
+};
+
+const bt_arch_t *bt_arch_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strlen(archs[i].name) == len && memcmp(archs[i].name, name, len) == 0)
+            return &archs[i];
+    return NULL;
+}
+
+const char *bt_arch_names(void) { return "llama, qwen2, qwen3, gemma3"; }

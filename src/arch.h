@@ -1,0 +1,97 @@
+/*
+ * arch.h: what a GGUF general.architecture means, as one table row per
+ * family.
+ *
+ * A row says which tensors a layer has (required and optional), how the
+ * rotary embedding pairs dimensions, which activation gates the FFN, and
+ * which extras the family uses: rope frequency factors, sliding-window
+ * layers with their own rope base, embedding scaling, final logit
+ * softcapping. The model binding (model.c) reads hyperparameters and binds
+ * tensors from it; the forward pass (forward.c) applies whatever the bound
+ * layer holds (a bias, a q/k norm, a post-norm) and the row's choices. The
+ * kernels know none of this.
+ *
+ * Adding a family: a row here, and the kernels it needs that do not exist.
+ */
+#ifndef BT_ARCH_H
+#define BT_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Per-layer tensors, named blk.N.<suffix> in GGUF. */
+typedef enum bt_lt {
+    BT_LT_ATTN_NORM,      /* pre-attention RMS norm [n_embd] */
+    BT_LT_Q,              /* [n_embd -> n_head * head_dim] */
+    BT_LT_K,              /* [n_embd -> n_head_kv * head_dim] */
+    BT_LT_V,              /* [n_embd -> n_head_kv * head_dim] */
+    BT_LT_Q_BIAS,         /* added after the projection, before rope */
+    BT_LT_K_BIAS,
+    BT_LT_V_BIAS,
+    BT_LT_Q_NORM,         /* RMS norm of each query head [head_dim], after bias, before rope */
+    BT_LT_K_NORM,         /* the same for each key head */
+    BT_LT_O,              /* [n_head * head_dim -> n_embd] */
+    BT_LT_POST_ATTN_NORM, /* RMS norm of the attention output before the residual add */
+    BT_LT_FFN_NORM,       /* pre-FFN RMS norm */
+    BT_LT_GATE,           /* [n_embd -> n_ff] */
+    BT_LT_UP,             /* [n_embd -> n_ff] */
+    BT_LT_DOWN,           /* [n_ff -> n_embd] */
+    BT_LT_POST_FFN_NORM,  /* RMS norm of the FFN output before the residual add */
+    BT_LT_COUNT
+} bt_lt_t;
+
+#define BT_LT_BIT(t) (1u << (t))
+
+/* A dimension of a tensor, in hyperparameters. */
+typedef enum bt_dim {
+    BT_DIM_ONE,  /* a vector's second dimension */
+    BT_DIM_EMBD, /* n_embd */
+    BT_DIM_Q,    /* n_head * head_dim */
+    BT_DIM_KV,   /* n_head_kv * head_dim */
+    BT_DIM_FF,   /* n_ff */
+    BT_DIM_HEAD, /* head_dim */
+} bt_dim_t;
+
+typedef struct bt_lt_info {
+    const char *suffix; /* "attn_q.weight" */
+    bt_dim_t ne0, ne1;  /* GGUF shape: ne0 contiguous (a matrix's n_in), ne1 its n_out */
+} bt_lt_info_t;
+
+/* Shape and name of each per-layer tensor, indexed by bt_lt_t. A tensor
+ * whose ne1 is BT_DIM_ONE is an f32 vector; every other is a matrix. */
+extern const bt_lt_info_t bt_lt_info[BT_LT_COUNT];
+
+typedef enum bt_rope_pairing {
+    BT_ROPE_NORM, /* (x[2i], x[2i+1]): llama */
+    BT_ROPE_NEOX, /* (x[i], x[i + n_rot/2]): qwen2, qwen3, gemma3 */
+} bt_rope_pairing_t;
+
+typedef enum bt_act {
+    BT_ACT_SILU,      /* down(silu(gate) * up) */
+    BT_ACT_GELU_TANH, /* down(gelu(gate) * up), the tanh form of GELU */
+} bt_act_t;
+
+typedef struct bt_arch {
+    const char *name;        /* general.architecture; also the prefix of its keys */
+    uint32_t layer;          /* BT_LT_BIT set every layer must have */
+    uint32_t layer_optional; /* the bits a layer may have */
+    bt_rope_pairing_t rope;
+    bt_act_t act;
+    bool rope_freqs;         /* may carry rope_freqs.weight: one factor per rotated pair,
+                              * dividing that pair's angle (Llama 3.1 style) */
+    bool embd_scale;         /* token embeddings are multiplied by sqrt(n_embd) */
+    bool swa;                /* reads attention.sliding_window (+ _pattern): local layers
+                              * see the last n_swa positions and use rope.freq_base_swa */
+    int swa_pattern;         /* default pattern N: layer L is local iff L % N < N - 1 */
+    float rope_base_swa;     /* local layers' base when rope.freq_base_swa is absent */
+    bool softcap;            /* reads final_logit_softcapping */
+} bt_arch_t;
+
+/* The row of general.architecture = name (len bytes), or NULL. */
+const bt_arch_t *bt_arch_find(const char *name, size_t len);
+
+/* The supported architectures' names, comma-separated. */
+const char *bt_arch_names(void);
+
+#endif /* BT_ARCH_H */
