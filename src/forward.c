@@ -1,4 +1,5 @@
-/* forward.c: embedding, the llama layer block, and the output head. */
+/* forward.c: embedding, the layer block of every architecture (arch.h),
+ * and the output head. */
 #include "forward.h"
 
 #include <omp.h>
@@ -131,6 +132,8 @@ bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, 
         }
         const uint8_t *row = (const uint8_t *)e->data + (size_t)tokens[t] * e->row_bytes;
         to_float(x + (size_t)t * e->n_in, row, e->n_in);
+        if (f->m->hp.embd_scale != 1.0f)
+            bt_scale_f32(x + (size_t)t * e->n_in, f->m->hp.embd_scale, e->n_in);
     }
     return BT_OK;
 }
@@ -145,9 +148,10 @@ static void attend_run(const bt_forward_t *f, int il, const bt_run_t *r, const b
     const bt_hparams_t *hp = &f->m->hp;
     const bt_kv_cache_t *kv = &f->kv;
     const size_t at = (size_t)r->first * (size_t)hp->n_head * (size_t)hp->head_dim;
+    const bt_attn_t shape = {hp->n_head, hp->n_head_kv, hp->head_dim, kv->k_stride,
+                             f->m->layers[il].window, hp->attn_scale};
     f->ops->attention(f->att + at, f->q + at, bt_kv_cache_k(kv, il, r->slot),
-                      bt_kv_cache_v(kv, il, r->slot), kv->type, r->n, r->pos0, hp->n_head,
-                      hp->n_head_kv, hp->head_dim, kv->k_stride, s);
+                      bt_kv_cache_v(kv, il, r->slot), kv->type, r->n, r->pos0, &shape, s);
 }
 
 /* The cache stores, then attention, of every run; all stores come first,
@@ -183,46 +187,72 @@ static void attention(bt_forward_t *f, int il)
     }
 }
 
-/* Rotary embedding of q and k, run by run (each at its own positions). */
-static void rope(bt_forward_t *f)
+/* Rotary embedding of q and k, run by run (each at its own positions),
+ * with the layer's base and scaling and the model's pairing and factors. */
+static void rope(bt_forward_t *f, const bt_layer_t *l)
 {
     const bt_hparams_t *hp = &f->m->hp;
     const size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)f->kv.kv_dim;
+    const bt_rope_t r = {hp->n_rot, l->rope_base, l->rope_freq_scale, f->m->rope_factors,
+                         hp->arch->rope == BT_ROPE_NEOX};
     for (int i = 0; i < f->n_runs; i++) {
-        const bt_run_t *r = &f->runs[i];
-        bt_rope_norm_f32(f->q + r->first * q_dim, r->n, r->pos0, hp->n_head, hp->head_dim,
-                         hp->n_rot, hp->rope_base);
-        bt_rope_norm_f32(f->k + r->first * kv_dim, r->n, r->pos0, hp->n_head_kv,
-                         hp->head_dim, hp->n_rot, hp->rope_base);
+        const bt_run_t *run = &f->runs[i];
+        bt_rope_f32(f->q + run->first * q_dim, run->n, run->pos0, hp->n_head, hp->head_dim, &r);
+        bt_rope_f32(f->k + run->first * kv_dim, run->n, run->pos0, hp->n_head_kv, hp->head_dim,
+                    &r);
     }
 }
 
-/* One llama block on x [n_tok, n_embd] in place. */
+/* x = W xn (+ bias) for n_tok rows. */
+static void project(const bt_forward_t *f, float *out, const bt_matrix_t *w, const float *bias,
+                    const float *xn, int n_tok)
+{
+    f->ops->matmul(out, w, xn, n_tok, &f->scratch);
+    if (bias != NULL)
+        bt_add_rows_f32(out, bias, n_tok, w->n_out);
+}
+
+/* x += norm(y) where the layer has a post-norm, else x += y. */
+static void residual(const bt_forward_t *f, float *x, float *y, const float *post_norm, int n_tok)
+{
+    const bt_hparams_t *hp = &f->m->hp;
+    if (post_norm != NULL)
+        bt_rmsnorm_f32(y, y, post_norm, n_tok, hp->n_embd, hp->rms_eps);
+    bt_add_f32(x, y, (int64_t)n_tok * hp->n_embd);
+}
+
+/* One block on x [n_tok, n_embd] in place, as the layer's tensors and the
+ * architecture say (arch.h). */
 static void layer(bt_forward_t *f, int il, float *x, int n_tok)
 {
     const bt_hparams_t *hp = &f->m->hp;
     const bt_layer_t *l = &f->m->layers[il];
-    const bt_ops_t *ops = f->ops;
-    const bt_scratch_t *s = &f->scratch;
     const int n_embd = hp->n_embd;
 
     /* attention */
     bt_rmsnorm_f32(f->xn, x, l->attn_norm, n_tok, n_embd, hp->rms_eps);
-    ops->matmul(f->q, &l->wq, f->xn, n_tok, s);
-    ops->matmul(f->k, &l->wk, f->xn, n_tok, s);
-    ops->matmul(f->v, &l->wv, f->xn, n_tok, s);
-    rope(f);
+    project(f, f->q, &l->wq, l->q_bias, f->xn, n_tok);
+    project(f, f->k, &l->wk, l->k_bias, f->xn, n_tok);
+    project(f, f->v, &l->wv, l->v_bias, f->xn, n_tok);
+    if (l->q_norm != NULL) /* per head: rows of head_dim values */
+        bt_rmsnorm_f32(f->q, f->q, l->q_norm, n_tok * hp->n_head, hp->head_dim, hp->rms_eps);
+    if (l->k_norm != NULL)
+        bt_rmsnorm_f32(f->k, f->k, l->k_norm, n_tok * hp->n_head_kv, hp->head_dim, hp->rms_eps);
+    rope(f, l);
     attention(f, il);
-    ops->matmul(f->o, &l->wo, f->att, n_tok, s);
-    bt_add_f32(x, f->o, (int64_t)n_tok * n_embd);
+    project(f, f->o, &l->wo, NULL, f->att, n_tok);
+    residual(f, x, f->o, l->post_attn_norm, n_tok);
 
-    /* feed-forward: down(silu(gate(xn)) * up(xn)) */
+    /* feed-forward: down(act(gate(xn)) * up(xn)) */
     bt_rmsnorm_f32(f->xn, x, l->ffn_norm, n_tok, n_embd, hp->rms_eps);
-    ops->matmul(f->gate, &l->w_gate, f->xn, n_tok, s);
-    ops->matmul(f->up, &l->w_up, f->xn, n_tok, s);
-    bt_swiglu_f32(f->gate, f->up, (int64_t)n_tok * hp->n_ff);
-    ops->matmul(f->o, &l->w_down, f->gate, n_tok, s);
-    bt_add_f32(x, f->o, (int64_t)n_tok * n_embd);
+    project(f, f->gate, &l->w_gate, NULL, f->xn, n_tok);
+    project(f, f->up, &l->w_up, NULL, f->xn, n_tok);
+    if (hp->arch->act == BT_ACT_GELU_TANH)
+        bt_geglu_f32(f->gate, f->up, (int64_t)n_tok * hp->n_ff);
+    else
+        bt_swiglu_f32(f->gate, f->up, (int64_t)n_tok * hp->n_ff);
+    project(f, f->o, &l->w_down, NULL, f->gate, n_tok);
+    residual(f, x, f->o, l->post_ffn_norm, n_tok);
 }
 
 /* Checks the rows against the cache and splits them into runs. */
@@ -285,6 +315,8 @@ void bt_forward_head(bt_forward_t *f, const float *x, int n_rows, float *logits)
     const bt_hparams_t *hp = &f->m->hp;
     bt_rmsnorm_f32(f->xn, x, f->m->out_norm, n_rows, hp->n_embd, hp->rms_eps);
     f->ops->matmul(logits, &f->m->output, f->xn, n_rows, &f->scratch);
+    if (hp->logit_softcap > 0.0f)
+        bt_softcap_f32(logits, hp->logit_softcap, (int64_t)n_rows * hp->n_vocab);
 }
 
 void bt_forward_head_rows(bt_forward_t *f, const float *x, const int *idx, int n, float *logits)
@@ -295,4 +327,6 @@ void bt_forward_head_rows(bt_forward_t *f, const float *x, const int *idx, int n
         bt_rmsnorm_f32(f->xn + i * e, x + (size_t)idx[i] * e, f->m->out_norm, 1, hp->n_embd,
                        hp->rms_eps);
     f->ops->matmul(logits, &f->m->output, f->xn, n, &f->scratch);
+    if (hp->logit_softcap > 0.0f)
+        bt_softcap_f32(logits, hp->logit_softcap, (int64_t)n * hp->n_vocab);
 }

@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,10 +14,15 @@
 
 /* Upper bound for any dimension: keeps every size product in int64 range. */
 #define DIM_MAX (1 << 24)
-/* Tensors of one layer: two norms, four attention and three FFN matrices. */
-#define LAYER_TENSORS 9
 
 /* ---- hyperparameters ---- */
+
+/* "<arch>.<key>" into buf. */
+static const char *akey(const bt_hparams_t *hp, const char *key, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s.%s", hp->arch->name, key);
+    return buf;
+}
 
 /* Reads a required (dflt < 0) or optional positive integer key. */
 static bt_status_t get_dim(const bt_gguf_t *g, const char *key, int dflt, int *out)
@@ -54,6 +61,127 @@ static bt_status_t get_float(const bt_gguf_t *g, const char *key, float dflt, fl
     return st;
 }
 
+/* Keys under "<arch>." that every family reads, or that change nothing
+ * baton computes (rope.scaling.original_context_length and .finetuned only
+ * describe how linear scaling was trained). */
+static const char *const common_keys[] = {
+    "context_length", "embedding_length", "block_count", "feed_forward_length",
+    "attention.head_count", "attention.head_count_kv", "attention.layer_norm_rms_epsilon",
+    "attention.key_length", "attention.value_length", "rope.freq_base", "rope.dimension_count",
+    "vocab_size", "rope.scaling.type", "rope.scaling.factor",
+    "rope.scaling.original_context_length", "rope.scaling.finetuned", "expert_count",
+    "expert_used_count",
+};
+static const char *const swa_keys[] = {"attention.sliding_window",
+                                       "attention.sliding_window_pattern", "rope.freq_base_swa"};
+static const char *const softcap_keys[] = {"final_logit_softcapping"};
+/* Top-level key groups with nothing that changes the math: descriptions,
+ * the tokenizer's own (tokenizer.c), the quantizer's notes, mkmodel's. */
+static const char *const free_prefixes[] = {"general.", "tokenizer.", "quantize.", "baton."};
+
+static bool in_list(const char *const *list, size_t n, const char *s, size_t len)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strlen(list[i]) == len && memcmp(list[i], s, len) == 0)
+            return true;
+    return false;
+}
+
+#define IN_LIST(list, s, len) in_list(list, sizeof list / sizeof list[0], s, len)
+
+/* Strict keys: every key is read, known to change nothing, or refused by
+ * name (nothing that changes the math is silently dropped). */
+static bt_status_t check_keys(const bt_gguf_t *g, const bt_arch_t *a)
+{
+    const size_t alen = strlen(a->name);
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        const char *k = g->kv[i].key.ptr;
+        const size_t len = g->kv[i].key.len;
+        bool ok = false;
+        for (size_t j = 0; j < sizeof free_prefixes / sizeof free_prefixes[0] && !ok; j++)
+            ok = len > strlen(free_prefixes[j]) &&
+                 memcmp(k, free_prefixes[j], strlen(free_prefixes[j])) == 0;
+        if (!ok && len > alen + 1 && memcmp(k, a->name, alen) == 0 && k[alen] == '.') {
+            const char *rest = k + alen + 1;
+            const size_t rlen = len - alen - 1;
+            ok = IN_LIST(common_keys, rest, rlen) || (a->swa && IN_LIST(swa_keys, rest, rlen)) ||
+                 (a->softcap && IN_LIST(softcap_keys, rest, rlen));
+        }
+        if (!ok) {
+            bt_log_error("model: %s: key '%.*s' is not supported for architecture '%s' (baton "
+                         "does not implement what it changes, so it refuses the file rather than "
+                         "ignore it)", g->path, (int)(len > 96 ? 96 : len), k, a->name);
+            return BT_ERR_UNSUPPORTED;
+        }
+    }
+    return BT_OK;
+}
+
+/* rope.scaling.*: none, or linear (positions divided by the factor). */
+static bt_status_t read_rope_scaling(const bt_gguf_t *g, bt_hparams_t *hp)
+{
+    char key[96];
+    bt_gguf_str_t type;
+    bt_status_t st = bt_gguf_get_str(g, akey(hp, "rope.scaling.type", key, sizeof key), &type);
+    bool linear = st == BT_ERR_ARG; /* no type: a factor alone is linear, as in llama.cpp */
+    if (st == BT_OK) {
+        if (bt_gguf_str_eq(type, "none")) {
+            hp->rope_freq_scale = 1.0f;
+            return BT_OK;
+        }
+        linear = bt_gguf_str_eq(type, "linear");
+        if (!linear) {
+            bt_log_error("model: %s: %s = '%.*s' is not supported (only none and linear)",
+                         g->path, key, (int)(type.len > 32 ? 32 : type.len), type.ptr);
+            return BT_ERR_UNSUPPORTED;
+        }
+    } else if (st != BT_ERR_ARG) {
+        return st;
+    }
+    float factor;
+    if ((st = get_float(g, akey(hp, "rope.scaling.factor", key, sizeof key), 1.0f, &factor)))
+        return st;
+    hp->rope_freq_scale = 1.0f / factor;
+    return BT_OK;
+}
+
+/* Keys that only some families may have, refused where baton has no use
+ * for them: experts (none yet). */
+static bt_status_t check_no_experts(const bt_gguf_t *g, const bt_hparams_t *hp)
+{
+    const char *names[] = {"expert_count", "expert_used_count"};
+    for (int i = 0; i < 2; i++) {
+        char key[96];
+        uint32_t v;
+        bt_status_t st = bt_gguf_get_u32(g, akey(hp, names[i], key, sizeof key), &v);
+        if (st == BT_OK && v != 0) {
+            bt_log_error("model: %s: %s = %u: mixture-of-experts layers are not supported",
+                         g->path, key, v);
+            return BT_ERR_UNSUPPORTED;
+        }
+        if (st != BT_OK && st != BT_ERR_ARG)
+            return st;
+    }
+    return BT_OK;
+}
+
+/* Sliding-window attention: attention.sliding_window (0 or absent: none). */
+static bt_status_t read_swa(const bt_gguf_t *g, bt_hparams_t *hp)
+{
+    char key[96];
+    uint32_t w = 0;
+    bt_status_t st = bt_gguf_get_u32(g, akey(hp, "attention.sliding_window", key, sizeof key), &w);
+    if (st != BT_OK && st != BT_ERR_ARG)
+        return st;
+    if (w > DIM_MAX) {
+        bt_log_error("model: %s: %s = %u is out of range (0..%d)", g->path, key, w, DIM_MAX);
+        return BT_ERR_FORMAT;
+    }
+    hp->n_swa = (int)w;
+    return get_float(g, akey(hp, "rope.freq_base_swa", key, sizeof key), hp->arch->rope_base_swa,
+                     &hp->rope_base_swa);
+}
+
 static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
 {
     bt_gguf_str_t arch;
@@ -61,32 +189,38 @@ static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
         bt_log_error("model: %s: general.architecture is missing or not a string", g->path);
         return BT_ERR_FORMAT;
     }
-    if (!bt_gguf_str_eq(arch, "llama")) {
-        bt_log_error("model: %s: architecture '%.*s' is not supported (only 'llama')", g->path,
-                     (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    hp->arch = bt_arch_find(arch.ptr, arch.len);
+    if (hp->arch == NULL) {
+        bt_log_error("model: %s: architecture '%.*s' is not supported (supported: %s)", g->path,
+                     (int)(arch.len > 64 ? 64 : arch.len), arch.ptr, bt_arch_names());
         return BT_ERR_UNSUPPORTED;
     }
     bt_status_t st;
-    if ((st = get_dim(g, "llama.block_count", -1, &hp->n_layer)) ||
-        (st = get_dim(g, "llama.embedding_length", -1, &hp->n_embd)) ||
-        (st = get_dim(g, "llama.feed_forward_length", -1, &hp->n_ff)) ||
-        (st = get_dim(g, "llama.attention.head_count", -1, &hp->n_head)) ||
-        (st = get_dim(g, "llama.attention.head_count_kv", hp->n_head, &hp->n_head_kv)) ||
-        (st = get_dim(g, "llama.context_length", 2048, &hp->n_ctx_train)) ||
-        (st = get_float(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps)) ||
-        (st = get_float(g, "llama.rope.freq_base", 10000.0f, &hp->rope_base)))
+    if ((st = check_keys(g, hp->arch)))
+        return st;
+    char k[16][96];
+#define K(i, name) akey(hp, name, k[i], sizeof k[i])
+    if ((st = get_dim(g, K(0, "block_count"), -1, &hp->n_layer)) ||
+        (st = get_dim(g, K(1, "embedding_length"), -1, &hp->n_embd)) ||
+        (st = get_dim(g, K(2, "feed_forward_length"), -1, &hp->n_ff)) ||
+        (st = get_dim(g, K(3, "attention.head_count"), -1, &hp->n_head)) ||
+        (st = get_dim(g, K(4, "attention.head_count_kv"), hp->n_head, &hp->n_head_kv)) ||
+        (st = get_dim(g, K(5, "context_length"), 2048, &hp->n_ctx_train)) ||
+        (st = get_float(g, K(6, "attention.layer_norm_rms_epsilon"), 1e-5f, &hp->rms_eps)) ||
+        (st = get_float(g, K(7, "rope.freq_base"), 10000.0f, &hp->rope_base)) ||
+        (st = read_rope_scaling(g, hp)) || (st = check_no_experts(g, hp)))
         return st;
     if (hp->n_embd % hp->n_head != 0 &&
-        bt_gguf_find_kv(g, "llama.attention.key_length") == NULL) {
+        bt_gguf_find_kv(g, K(8, "attention.key_length")) == NULL) {
         bt_log_error("model: %s: embedding_length %d is not a multiple of head_count %d", g->path,
                      hp->n_embd, hp->n_head);
         return BT_ERR_FORMAT;
     }
-    if ((st = get_dim(g, "llama.attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim)) ||
-        (st = get_dim(g, "llama.rope.dimension_count", hp->head_dim, &hp->n_rot)))
+    if ((st = get_dim(g, K(8, "attention.key_length"), hp->n_embd / hp->n_head, &hp->head_dim)) ||
+        (st = get_dim(g, K(9, "rope.dimension_count"), hp->head_dim, &hp->n_rot)))
         return st;
     int v_len;
-    if ((st = get_dim(g, "llama.attention.value_length", hp->head_dim, &v_len)))
+    if ((st = get_dim(g, K(10, "attention.value_length"), hp->head_dim, &v_len)))
         return st;
     if (v_len != hp->head_dim) {
         bt_log_error("model: %s: value_length %d differs from key_length %d (not supported)",
@@ -108,108 +242,255 @@ static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
                      hp->head_dim);
         return BT_ERR_FORMAT;
     }
-    /* vocab: the embedding's row count, else llama.vocab_size */
+    hp->rope_base_swa = hp->rope_base;
+    if (hp->arch->swa && (st = read_swa(g, hp)))
+        return st;
+    if (hp->arch->softcap &&
+        (st = get_float(g, K(11, "final_logit_softcapping"), 0.0f, &hp->logit_softcap)))
+        return st;
+#undef K
+    hp->embd_scale = hp->arch->embd_scale ? sqrtf((float)hp->n_embd) : 1.0f;
+    /* llama.cpp: 1/sqrt(key_length), except Gemma 3 27B (62 layers), scaled
+     * by the head size n_embd / n_head that its query_pre_attn_scalar gives */
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (hp->arch->swa && hp->n_layer == 62)
+        hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    /* vocab: the embedding's row count, else <arch>.vocab_size */
     const bt_gguf_tensor_t *emb = bt_gguf_find_tensor(g, "token_embd.weight");
+    char vk[96];
     if (emb != NULL && emb->n_dims == 2 && emb->ne[1] <= DIM_MAX) {
         hp->n_vocab = (int)emb->ne[1];
-    } else if ((st = get_dim(g, "llama.vocab_size", -1, &hp->n_vocab))) {
+    } else if ((st = get_dim(g, akey(hp, "vocab_size", vk, sizeof vk), -1, &hp->n_vocab))) {
         return st;
     }
-    /* Each layer is LAYER_TENSORS tensors: a block count the file cannot
-     * hold is refused before anything is sized by it (a few bytes of
-     * metadata must not make bind allocate gigabytes). */
-    if ((uint64_t)hp->n_layer > g->n_tensors / LAYER_TENSORS) {
+    /* A block count the file cannot hold is refused before anything is
+     * sized by it (a few bytes of metadata must not make bind allocate
+     * gigabytes). */
+    const unsigned per_layer = (unsigned)__builtin_popcount(hp->arch->layer);
+    if ((uint64_t)hp->n_layer > g->n_tensors / per_layer) {
         bt_log_error("model: %s: block_count %d is impossible: %d layers need %llu tensors but "
                      "the file has %llu", g->path, hp->n_layer, hp->n_layer,
-                     (unsigned long long)hp->n_layer * LAYER_TENSORS,
+                     (unsigned long long)hp->n_layer * per_layer,
                      (unsigned long long)g->n_tensors);
         return BT_ERR_FORMAT;
     }
     return BT_OK;
 }
 
+/* Whether layer il is a sliding-window layer: the pattern key (an integer
+ * N: local iff il % N < N - 1; or one bool per layer), else the row's
+ * default N. */
+static bt_status_t layer_is_local(const bt_gguf_t *g, const bt_hparams_t *hp, int il,
+                                  bool *local)
+{
+    *local = false;
+    if (!hp->arch->swa || hp->n_swa == 0)
+        return BT_OK;
+    char key[96];
+    const bt_gguf_kv_t *kv = bt_gguf_find_kv(
+        g, akey(hp, "attention.sliding_window_pattern", key, sizeof key));
+    if (kv != NULL && kv->type == BT_GGUF_ARRAY) {
+        if (kv->arr_type != BT_GGUF_BOOL || kv->arr_n != (uint64_t)hp->n_layer) {
+            bt_log_error("model: %s: %s must be %d bools (one per layer) or one integer", g->path,
+                         key, hp->n_layer);
+            return BT_ERR_FORMAT;
+        }
+        *local = kv->arr_data[il] != 0;
+        return BT_OK;
+    }
+    uint32_t n = (uint32_t)hp->arch->swa_pattern;
+    bt_status_t st = bt_gguf_get_u32(g, key, &n);
+    if (st != BT_OK && st != BT_ERR_ARG)
+        return st;
+    *local = n == 0 || (uint32_t)il % n < n - 1;
+    return BT_OK;
+}
+
 /* ---- tensors ---- */
 
-static bt_status_t find_tensor(const bt_model_t *m, const char *name, int64_t ne0, int64_t ne1,
-                               const bt_gguf_tensor_t **out)
+static int64_t dim_of(const bt_hparams_t *hp, bt_dim_t d)
 {
-    const bt_gguf_tensor_t *t = bt_gguf_find_tensor(m->gguf, name);
-    if (t == NULL) {
-        bt_log_error("model: %s: tensor '%s' is missing", m->gguf->path, name);
-        return BT_ERR_FORMAT;
+    switch (d) {
+    case BT_DIM_EMBD: return hp->n_embd;
+    case BT_DIM_Q: return (int64_t)hp->n_head * hp->head_dim;
+    case BT_DIM_KV: return (int64_t)hp->n_head_kv * hp->head_dim;
+    case BT_DIM_FF: return hp->n_ff;
+    case BT_DIM_HEAD: return hp->head_dim;
+    default: return 1;
     }
-    bool shape_ok = t->ne[0] == (uint64_t)ne0 && t->ne[1] == (uint64_t)ne1 && t->ne[2] == 1 &&
-                    t->ne[3] == 1;
-    if (!shape_ok) {
-        bt_log_error("model: %s: tensor '%s' has shape [%llu, %llu, %llu, %llu], expected "
-                     "[%lld, %lld]",
-                     m->gguf->path, name, (unsigned long long)t->ne[0],
-                     (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
-                     (unsigned long long)t->ne[3], (long long)ne0, (long long)ne1);
-        return BT_ERR_FORMAT;
-    }
-    *out = t;
-    return BT_OK;
 }
 
-/* Binds a weight matrix stored as GGUF [n_in, n_out]. */
-static bt_status_t bind_matrix(bt_model_t *m, const char *name, int64_t n_in, int64_t n_out,
-                               bt_matrix_t *out)
+static bt_status_t check_shape(const bt_gguf_t *g, const bt_gguf_tensor_t *t, int64_t ne0,
+                               int64_t ne1)
 {
-    const bt_gguf_tensor_t *t;
-    bt_status_t st = find_tensor(m, name, n_in, n_out, &t);
-    if (st != BT_OK)
-        return st;
-    if (!bt_type_supported(t->type)) {
-        const bt_type_info_t *ti = bt_type_info(t->type);
-        bt_log_error("model: %s: tensor '%s' has type %s (%u), which baton cannot compute with yet",
-                     m->gguf->path, name, ti ? ti->name : "unknown", t->type);
+    if (t->ne[0] == (uint64_t)ne0 && t->ne[1] == (uint64_t)ne1 && t->ne[2] == 1 && t->ne[3] == 1)
+        return BT_OK;
+    bt_log_error("model: %s: tensor '%.*s' has shape [%llu, %llu, %llu, %llu], expected "
+                 "[%lld, %lld]", g->path, (int)t->name.len, t->name.ptr,
+                 (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                 (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)ne0,
+                 (long long)ne1);
+    return BT_ERR_FORMAT;
+}
+
+/* A matrix's type must be one the kernels multiply with; a vector's f32. */
+static bt_status_t check_type(const bt_gguf_t *g, const bt_gguf_tensor_t *t, bool vector)
+{
+    if (vector && t->type != BT_TYPE_F32) {
+        bt_log_error("model: %s: tensor '%.*s' must be f32, found type %u", g->path,
+                     (int)t->name.len, t->name.ptr, t->type);
         return BT_ERR_UNSUPPORTED;
     }
-    uint64_t row_bytes;
-    bt_type_row_bytes(t->type, (uint64_t)n_in, &row_bytes); /* validated by gguf */
-    *out = (bt_matrix_t){t->data, t->type, n_in, n_out, row_bytes, NULL};
-    m->weight_bytes += t->n_bytes;
-    return BT_OK;
-}
-
-/* Binds a norm weight vector; these are f32 in every llama GGUF. */
-static bt_status_t bind_vector(bt_model_t *m, const char *name, int64_t n, const float **out)
-{
-    const bt_gguf_tensor_t *t;
-    bt_status_t st = find_tensor(m, name, n, 1, &t);
-    if (st != BT_OK)
-        return st;
-    if (t->type != BT_TYPE_F32) {
-        bt_log_error("model: %s: tensor '%s' must be f32, found type %u", m->gguf->path, name,
+    if (!vector && !bt_type_supported(t->type)) {
+        const bt_type_info_t *ti = bt_type_info(t->type);
+        bt_log_error("model: %s: tensor '%.*s' has type %s (%u), which baton cannot compute with "
+                     "yet", g->path, (int)t->name.len, t->name.ptr, ti ? ti->name : "unknown",
                      t->type);
         return BT_ERR_UNSUPPORTED;
     }
-    *out = t->data;
-    m->weight_bytes += t->n_bytes;
     return BT_OK;
 }
+
+/* The per-layer kind of "blk.N.<suffix>": sets *il and returns the
+ * bt_lt_t, or -1 when the name is not of that form or no kind has the
+ * suffix. */
+static int layer_tensor_kind(const bt_gguf_str_t name, int *il)
+{
+    char buf[128];
+    if (name.len >= sizeof buf || name.len < 6 || memcmp(name.ptr, "blk.", 4) != 0)
+        return -1;
+    memcpy(buf, name.ptr, name.len);
+    buf[name.len] = '\0';
+    char *end;
+    long n = strtol(buf + 4, &end, 10);
+    if (end == buf + 4 || *end != '.' || n < 0 || n > DIM_MAX || buf[4] == '+' || buf[4] == '-')
+        return -1;
+    *il = (int)n;
+    for (int t = 0; t < BT_LT_COUNT; t++)
+        if (strcmp(end + 1, bt_lt_info[t].suffix) == 0)
+            return t;
+    return -1;
+}
+
+/* Strict tensors: every tensor of the file is one the row uses, of the
+ * right shape and type; every layer has the tensors the row requires; the
+ * global ones exist. Names and shapes only: no data is read. */
+static bt_status_t check_tensors(const bt_gguf_t *g, const bt_hparams_t *hp)
+{
+    const bt_arch_t *a = hp->arch;
+    const uint32_t allowed = a->layer | a->layer_optional;
+    uint32_t *have = calloc((size_t)hp->n_layer, sizeof *have);
+    if (have == NULL)
+        return BT_ERR_NOMEM;
+    bool embd = false, onorm = false;
+    bt_status_t st = BT_OK;
+    for (uint64_t i = 0; i < g->n_tensors && st == BT_OK; i++) {
+        const bt_gguf_tensor_t *t = &g->tensors[i];
+        int il = 0, kind = layer_tensor_kind(t->name, &il);
+        if (kind >= 0 && il < hp->n_layer && (allowed & BT_LT_BIT(kind))) {
+            const bt_lt_info_t *li = &bt_lt_info[kind];
+            have[il] |= BT_LT_BIT(kind);
+            if (!(st = check_shape(g, t, dim_of(hp, li->ne0), dim_of(hp, li->ne1))))
+                st = check_type(g, t, li->ne1 == BT_DIM_ONE);
+        } else if (bt_gguf_str_eq(t->name, "token_embd.weight")) {
+            embd = true;
+            if (!(st = check_shape(g, t, hp->n_embd, hp->n_vocab)))
+                st = check_type(g, t, false);
+        } else if (bt_gguf_str_eq(t->name, "output.weight")) {
+            if (!(st = check_shape(g, t, hp->n_embd, hp->n_vocab)))
+                st = check_type(g, t, false);
+        } else if (bt_gguf_str_eq(t->name, "output_norm.weight")) {
+            onorm = true;
+            if (!(st = check_shape(g, t, hp->n_embd, 1)))
+                st = check_type(g, t, true);
+        } else if (a->rope_freqs && bt_gguf_str_eq(t->name, "rope_freqs.weight")) {
+            if (!(st = check_shape(g, t, hp->n_rot / 2, 1)))
+                st = check_type(g, t, true);
+        } else {
+            bt_log_error("model: %s: tensor '%.*s' is not used by architecture '%s' (baton "
+                         "refuses the file rather than ignore a tensor)", g->path,
+                         (int)(t->name.len > 96 ? 96 : t->name.len), t->name.ptr, a->name);
+            st = BT_ERR_UNSUPPORTED;
+        }
+    }
+    for (int il = 0; il < hp->n_layer && st == BT_OK; il++) {
+        const uint32_t missing = a->layer & ~have[il];
+        if (missing != 0) {
+            bt_log_error("model: %s: tensor 'blk.%d.%s' is missing (architecture '%s')", g->path,
+                         il, bt_lt_info[__builtin_ctz(missing)].suffix, a->name);
+            st = BT_ERR_FORMAT;
+        }
+    }
+    if (st == BT_OK && (!embd || !onorm)) {
+        bt_log_error("model: %s: tensor '%s' is missing", g->path,
+                     embd ? "output_norm.weight" : "token_embd.weight");
+        st = BT_ERR_FORMAT;
+    }
+    free(have);
+    return st;
+}
+
+/* Binds a tensor the checks above passed (or NULL when absent). */
+static const bt_gguf_tensor_t *bind_tensor(bt_model_t *m, const char *name)
+{
+    const bt_gguf_tensor_t *t = bt_gguf_find_tensor(m->gguf, name);
+    if (t != NULL)
+        m->weight_bytes += t->n_bytes;
+    return t;
+}
+
+static bt_matrix_t matrix_of(const bt_gguf_tensor_t *t)
+{
+    uint64_t row_bytes;
+    bt_type_row_bytes(t->type, t->ne[0], &row_bytes); /* validated by gguf */
+    return (bt_matrix_t){t->data, t->type, (int64_t)t->ne[0], (int64_t)t->ne[1], row_bytes, NULL};
+}
+
+/* Where each per-layer tensor goes in bt_layer_t. */
+static const size_t lt_field[BT_LT_COUNT] = {
+    [BT_LT_ATTN_NORM] = offsetof(bt_layer_t, attn_norm),
+    [BT_LT_Q] = offsetof(bt_layer_t, wq),
+    [BT_LT_K] = offsetof(bt_layer_t, wk),
+    [BT_LT_V] = offsetof(bt_layer_t, wv),
+    [BT_LT_Q_BIAS] = offsetof(bt_layer_t, q_bias),
+    [BT_LT_K_BIAS] = offsetof(bt_layer_t, k_bias),
+    [BT_LT_V_BIAS] = offsetof(bt_layer_t, v_bias),
+    [BT_LT_Q_NORM] = offsetof(bt_layer_t, q_norm),
+    [BT_LT_K_NORM] = offsetof(bt_layer_t, k_norm),
+    [BT_LT_O] = offsetof(bt_layer_t, wo),
+    [BT_LT_POST_ATTN_NORM] = offsetof(bt_layer_t, post_attn_norm),
+    [BT_LT_FFN_NORM] = offsetof(bt_layer_t, ffn_norm),
+    [BT_LT_GATE] = offsetof(bt_layer_t, w_gate),
+    [BT_LT_UP] = offsetof(bt_layer_t, w_up),
+    [BT_LT_DOWN] = offsetof(bt_layer_t, w_down),
+    [BT_LT_POST_FFN_NORM] = offsetof(bt_layer_t, post_ffn_norm),
+};
 
 static bt_status_t bind_layer(bt_model_t *m, int il, bt_layer_t *l)
 {
     const bt_hparams_t *hp = &m->hp;
-    const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
-    const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-    char name[64];
-    bt_status_t st;
-#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
-    if ((st = bind_vector(m, NAME("attn_norm.weight"), hp->n_embd, &l->attn_norm)) ||
-        (st = bind_matrix(m, NAME("attn_q.weight"), hp->n_embd, q_dim, &l->wq)) ||
-        (st = bind_matrix(m, NAME("attn_k.weight"), hp->n_embd, kv_dim, &l->wk)) ||
-        (st = bind_matrix(m, NAME("attn_v.weight"), hp->n_embd, kv_dim, &l->wv)) ||
-        (st = bind_matrix(m, NAME("attn_output.weight"), q_dim, hp->n_embd, &l->wo)) ||
-        (st = bind_vector(m, NAME("ffn_norm.weight"), hp->n_embd, &l->ffn_norm)) ||
-        (st = bind_matrix(m, NAME("ffn_gate.weight"), hp->n_embd, hp->n_ff, &l->w_gate)) ||
-        (st = bind_matrix(m, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, &l->w_up)) ||
-        (st = bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &l->w_down)))
-        return st;
-#undef NAME
-    return BT_OK;
+    for (int kind = 0; kind < BT_LT_COUNT; kind++) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.%d.%s", il, bt_lt_info[kind].suffix);
+        const bt_gguf_tensor_t *t = (hp->arch->layer | hp->arch->layer_optional) &
+                                            BT_LT_BIT(kind)
+                                        ? bind_tensor(m, name)
+                                        : NULL;
+        if (t == NULL)
+            continue;
+        char *field = (char *)l + lt_field[kind];
+        if (bt_lt_info[kind].ne1 == BT_DIM_ONE)
+            *(const float **)(void *)field = t->data;
+        else
+            *(bt_matrix_t *)(void *)field = matrix_of(t);
+    }
+    bool local;
+    bt_status_t st = layer_is_local(m->gguf, hp, il, &local);
+    l->window = local ? hp->n_swa : 0;
+    l->rope_base = local ? hp->rope_base_swa : hp->rope_base;
+    /* linear scaling stretches the global layers only (llama.cpp) */
+    l->rope_freq_scale = local ? 1.0f : hp->rope_freq_scale;
+    return st;
 }
 
 static bt_status_t bind_all(bt_model_t *m)
@@ -217,20 +498,18 @@ static bt_status_t bind_all(bt_model_t *m)
     const bt_hparams_t *hp = &m->hp;
     bt_status_t st;
     m->tied = bt_gguf_find_tensor(m->gguf, "output.weight") == NULL;
-    if (m->with_embed || (m->with_head && m->tied)) {
-        if ((st = bind_matrix(m, "token_embd.weight", hp->n_embd, hp->n_vocab, &m->tok_embd)))
-            return st;
+    if (m->with_embed || (m->with_head && m->tied))
+        m->tok_embd = matrix_of(bind_tensor(m, "token_embd.weight"));
+    if (m->last > m->first) {
+        const bt_gguf_tensor_t *f = bind_tensor(m, "rope_freqs.weight");
+        m->rope_factors = f != NULL && hp->arch->rope_freqs ? f->data : NULL;
     }
     for (int il = m->first; il < m->last; il++)
         if ((st = bind_layer(m, il, &m->layers[il - m->first])))
             return st;
     if (m->with_head) {
-        if ((st = bind_vector(m, "output_norm.weight", hp->n_embd, &m->out_norm)))
-            return st;
-        if (m->tied)
-            m->output = m->tok_embd;
-        else if ((st = bind_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, &m->output)))
-            return st;
+        m->out_norm = bind_tensor(m, "output_norm.weight")->data;
+        m->output = m->tied ? m->tok_embd : matrix_of(bind_tensor(m, "output.weight"));
     }
     return BT_OK;
 }
@@ -245,7 +524,7 @@ bt_status_t bt_model_open(const char *path, bt_model_t **out)
         free(m);
         return st;
     }
-    if ((st = read_hparams(m->gguf, &m->hp))) {
+    if ((st = read_hparams(m->gguf, &m->hp)) || (st = check_tensors(m->gguf, &m->hp))) {
         bt_model_free(m);
         return st;
     }
@@ -305,31 +584,41 @@ typedef struct weight_ref {
     size_t bytes;
 } weight_ref_t;
 
+/* Appends (field, bytes) when the field points at a tensor. */
+static void add_ref(weight_ref_t *w, int cap, int *n, const void **field, size_t bytes)
+{
+    if (*field == NULL)
+        return;
+    if (*n < cap)
+        w[*n] = (weight_ref_t){field, bytes};
+    (*n)++;
+}
+
+static void add_matrix(weight_ref_t *w, int cap, int *n, bt_matrix_t *x)
+{
+    add_ref(w, cap, n, &x->data, x->row_bytes * (size_t)x->n_out);
+}
+
 /* Every bound tensor once, as (field, bytes); returns the count (at most
  * cap written). A tied head shares token_embd's field and is left out. */
 static int bound_weights(bt_model_t *m, weight_ref_t *w, int cap)
 {
     int n = 0;
-#define MAT(x) do { if ((x).data && n < cap) w[n] = (weight_ref_t){&(x).data, (x).row_bytes * (size_t)(x).n_out}; n += (x).data != NULL; } while (0)
-#define VEC(p) do { if ((p) && n < cap) w[n] = (weight_ref_t){(const void **)&(p), sizeof(float) * (size_t)m->hp.n_embd}; n += (p) != NULL; } while (0)
-    MAT(m->tok_embd);
-    for (int i = 0; i < m->last - m->first; i++) {
-        bt_layer_t *l = &m->layers[i];
-        VEC(l->attn_norm);
-        MAT(l->wq);
-        MAT(l->wk);
-        MAT(l->wv);
-        MAT(l->wo);
-        VEC(l->ffn_norm);
-        MAT(l->w_gate);
-        MAT(l->w_up);
-        MAT(l->w_down);
-    }
-    VEC(m->out_norm);
+    add_matrix(w, cap, &n, &m->tok_embd);
+    add_ref(w, cap, &n, (const void **)&m->rope_factors, sizeof(float) * (size_t)m->hp.n_rot / 2);
+    for (int i = 0; i < m->last - m->first; i++)
+        for (int kind = 0; kind < BT_LT_COUNT; kind++) {
+            char *field = (char *)&m->layers[i] + lt_field[kind];
+            const bt_lt_info_t *li = &bt_lt_info[kind];
+            if (li->ne1 == BT_DIM_ONE)
+                add_ref(w, cap, &n, (const void **)(void *)field,
+                        sizeof(float) * (size_t)dim_of(&m->hp, li->ne0));
+            else
+                add_matrix(w, cap, &n, (bt_matrix_t *)(void *)field);
+        }
+    add_ref(w, cap, &n, (const void **)&m->out_norm, sizeof(float) * (size_t)m->hp.n_embd);
     if (!m->tied)
-        MAT(m->output);
-#undef MAT
-#undef VEC
+        add_matrix(w, cap, &n, &m->output);
     return n;
 }
 

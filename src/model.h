@@ -2,8 +2,12 @@
  * model.h: a llama-family model's hyperparameters and the tensors of ONE
  * layer range, bound from a GGUF file.
  *
- * bt_model_load() opens the file (bt_gguf_open validates it), reads the
- * llama.* hyperparameters, and binds the weights a stage needs: layers
+ * bt_model_load() opens the file (bt_gguf_open validates it), finds its
+ * architecture's row (arch.h), reads the <arch>.* hyperparameters, checks
+ * every tensor and key of the file against the row (strict: a tensor the
+ * family does not use, a key that would change the math and is not
+ * implemented, a missing or misshapen tensor of ANY layer are refused at
+ * open, with one message naming it), and binds the weights a stage needs: layers
  * [first, last), plus the token embeddings when with_embed, plus the final
  * norm and output head when with_head (the head is token_embd.weight when
  * output.weight is absent: tied embeddings). Tensors outside that set are
@@ -17,33 +21,50 @@
 #include <stdbool.h>
 
 #include "common.h"
+#include "arch.h"
 #include "gguf.h"
 #include "kernels/kernels.h"
 
 typedef struct bt_hparams {
+    const bt_arch_t *arch; /* general.architecture's row */
     int n_vocab;
     int n_embd;
     int n_layer;
     int n_head;
     int n_head_kv;
-    int head_dim; /* n_embd / n_head unless llama.attention.key_length says */
+    int head_dim; /* n_embd / n_head unless <arch>.attention.key_length says */
     int n_ff;
-    int n_rot;    /* llama.rope.dimension_count, default head_dim */
+    int n_rot;    /* <arch>.rope.dimension_count, default head_dim */
     int n_ctx_train;
     float rms_eps;
-    float rope_base;
+    float rope_base;       /* <arch>.rope.freq_base (global layers) */
+    float rope_base_swa;   /* local (sliding-window) layers' base */
+    float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, else 1 */
+    int n_swa;             /* sliding window of local layers; 0: none */
+    float attn_scale;      /* scores = scale * q.k */
+    float embd_scale;      /* token embeddings times this (1, or sqrt(n_embd)) */
+    float logit_softcap;   /* logits = c tanh(logits / c); 0: none */
 } bt_hparams_t;
 
+/* One layer's tensors, NULL (vectors) or .data NULL (matrices) where the
+ * architecture leaves them out, and its attention and rope settings. */
 typedef struct bt_layer {
     const float *attn_norm; /* [n_embd] */
     bt_matrix_t wq;         /* [n_head * head_dim, n_embd] */
     bt_matrix_t wk;         /* [n_head_kv * head_dim, n_embd] */
     bt_matrix_t wv;         /* [n_head_kv * head_dim, n_embd] */
+    const float *q_bias, *k_bias, *v_bias; /* [n_head * head_dim], [kv dim], [kv dim] */
+    const float *q_norm, *k_norm;          /* [head_dim]: per-head RMS norms */
     bt_matrix_t wo;         /* [n_embd, n_head * head_dim] */
+    const float *post_attn_norm; /* [n_embd] */
     const float *ffn_norm;  /* [n_embd] */
     bt_matrix_t w_gate;     /* [n_ff, n_embd] */
     bt_matrix_t w_up;       /* [n_ff, n_embd] */
     bt_matrix_t w_down;     /* [n_embd, n_ff] */
+    const float *post_ffn_norm; /* [n_embd] */
+    int window;             /* positions a query sees (0: all): n_swa on local layers */
+    float rope_base;        /* this layer's base */
+    float rope_freq_scale;  /* this layer's linear scaling */
 } bt_layer_t;
 
 typedef struct bt_model {
@@ -56,6 +77,7 @@ typedef struct bt_model {
     const float *out_norm;   /* [n_embd]; with_head */
     bt_matrix_t output;      /* [n_vocab, n_embd]; with_head */
     bt_layer_t *layers;      /* last - first entries; layers[i] is layer first + i */
+    const float *rope_factors; /* [n_rot / 2] rope_freqs.weight, or NULL; with layers */
     uint64_t weight_bytes;   /* bytes of the tensors bound (each counted once) */
     void *weights_copy;      /* bound weights read into memory (--mmap 0), else NULL */
     void *packed_copy;       /* the packed copies, one block (bt_model_pack), or NULL */

@@ -725,6 +725,7 @@ static void call_attention(const bt_ops_t *ops, float *out, const float *q, cons
                            int n_kv, int hd, int n_ctx, const bt_scratch_t *s)
 {
     const size_t kvd = (size_t)n_kv * hd, n = (size_t)n_ctx * kvd;
+    const bt_attn_t a = {n_head, n_kv, hd, n_ctx, 0, 1.0f / sqrtf((float)hd)};
     float *kt = xmalloc(n * sizeof(float));
     for (int j = 0; j < n_ctx; j++)
         for (size_t c = 0; c < kvd; c++)
@@ -735,11 +736,11 @@ static void call_attention(const bt_ops_t *ops, float *out, const float *q, cons
             kh[i] = bt_f32_to_f16(kt[i]);
             vh[i] = bt_f32_to_f16(v[i]);
         }
-        ops->attention(out, q, kh, vh, kv_type, n_tok, pos0, n_head, n_kv, hd, n_ctx, s);
+        ops->attention(out, q, kh, vh, kv_type, n_tok, pos0, &a, s);
         free(vh);
         free(kh);
     } else {
-        ops->attention(out, q, kt, v, kv_type, n_tok, pos0, n_head, n_kv, hd, n_ctx, s);
+        ops->attention(out, q, kt, v, kv_type, n_tok, pos0, &a, s);
     }
     free(kt);
 }
@@ -1071,6 +1072,14 @@ typedef struct rope_case {
     float base;
 } rope_case_t;
 
+
+/* llama's rope (NORM pairs, no scaling, no factors) through bt_rope_f32. */
+static void rope_norm(float *x, int n_tok, int pos0, int n_head, int head_dim, int n_rot,
+                      float base)
+{
+    const bt_rope_t r = {n_rot, base, 1.0f, NULL, false};
+    bt_rope_f32(x, n_tok, pos0, n_head, head_dim, &r);
+}
 START_TEST(test_rope)
 {
     static const rope_case_t cases[] = {
@@ -1089,7 +1098,7 @@ START_TEST(test_rope)
         float *x = xmalloc(n * sizeof(float));
         fill(x0, n, &r, -2.0f, 2.0f);
         memcpy(x, x0, n * sizeof(float));
-        bt_rope_norm_f32(x, rc->n_tok, rc->pos0, rc->n_head, hd, n_rot, rc->base);
+        rope_norm(x, rc->n_tok, rc->pos0, rc->n_head, hd, n_rot, rc->base);
         /* theta = pos * base^e with e = -2i/n_rot: in f32, e is off by u,
          * powf by 1 ulp (2 u), the product by u, so theta is off by
          * <= |theta| (|ln base| + 3) u; sin/cos (2 u) and the products and
@@ -1149,7 +1158,7 @@ START_TEST(test_rope)
         memcpy(y, x0, n * sizeof(float));
         const size_t row = (size_t)rc->n_head * hd;
         for (int t = 0; t < rc->n_tok; t++)
-            bt_rope_norm_f32(y + t * row, 1, rc->pos0 + t, rc->n_head, hd, n_rot, rc->base);
+            rope_norm(y + t * row, 1, rc->pos0 + t, rc->n_head, hd, n_rot, rc->base);
         CHECK_MSG(memcmp(x, y, n * sizeof(float)) == 0, "case %zu: split rope differs", c);
         free(y);
         free(x);
@@ -1337,10 +1346,10 @@ START_TEST(test_elementwise_rows)
             const int n_head = n % 16 == 0 ? 16 : 1, hd = n / n_head;
             memcpy(all, x, total * sizeof(float));
             memcpy(part, x, total * sizeof(float));
-            bt_rope_norm_f32(all, ROWS, 40, n_head, hd, hd, 10000.0f);
+            rope_norm(all, ROWS, 40, n_head, hd, hd, 10000.0f);
             for (int r0 = 0, c = 0, m; r0 < ROWS; r0 += m, c++) {
                 m = ew_chunks[c % 3] < ROWS - r0 ? ew_chunks[c % 3] : ROWS - r0;
-                bt_rope_norm_f32(part + (size_t)r0 * n, m, 40 + r0, n_head, hd, hd, 10000.0f);
+                rope_norm(part + (size_t)r0 * n, m, 40 + r0, n_head, hd, hd, 10000.0f);
             }
             CHECK_MSG(memcmp(all, part, total * sizeof(float)) == 0, "rope n %d: rows differ",
                       n);

@@ -63,15 +63,35 @@ static void run_model(const bt_model_t *m, const bt_ops_t *ops, const int32_t *t
 
 /* ---- golden ---- */
 
-static void golden_check(const bt_ops_t *ops, int ubatch, int n_threads)
+/* The reference files of every architecture (README*.txt in
+ * tests/data/golden): tokens 1..32 as a prompt, then 8 greedy steps; rows
+ * [40][256] of llama.cpp's logits; its greedy ids g0..g8. */
+typedef struct golden_case {
+    const char *name, *arch;
+    bool tied;
+    int32_t ids[9];
+} golden_case_t;
+
+static const golden_case_t golden_cases[] = {
+    {"tiny-llama-golden-f32", "llama", false, {235, 206, 155, 56, 69, 202, 167, 91, 210}},
+    {"tiny-llama3-ropefreqs-golden", "llama", false, {86, 112, 138, 173, 73, 160, 201, 194, 5}},
+    {"tiny-qwen2-golden", "qwen2", false, {118, 141, 80, 46, 37, 246, 33, 5, 241}},
+    {"tiny-qwen3-golden", "qwen3", false, {189, 247, 71, 234, 105, 228, 10, 83, 141}},
+};
+#define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
+
+static void golden_check(const golden_case_t *g, const bt_ops_t *ops, int ubatch, int n_threads)
 {
     bt_model_t *m;
-    const char *model = tu_golden_path("tiny-llama-golden-f32.gguf");
-    ck_assert_int_eq(bt_model_load(model, 0, -1, true, true, &m), BT_OK);
+    char path[256];
+    snprintf(path, sizeof path, "%s.gguf", g->name);
+    ck_assert_int_eq(bt_model_load(tu_golden_path(path), 0, -1, true, true, &m), BT_OK);
+    ck_assert_str_eq(m->hp.arch->name, g->arch);
     ck_assert_int_eq(m->hp.n_vocab, 256);
-    ck_assert(!m->tied);
+    ck_assert(m->tied == g->tied);
     size_t size;
-    float *ref = tu_read_file(tu_golden_path("tiny-llama-golden-f32.logits.bin"), &size);
+    snprintf(path, sizeof path, "%s.logits.bin", g->name);
+    float *ref = tu_read_file(tu_golden_path(path), &size);
     ck_assert_ptr_nonnull(ref);
     ck_assert_uint_eq(size, 40 * 256 * sizeof(float));
 
@@ -83,22 +103,25 @@ static void golden_check(const bt_ops_t *ops, int ubatch, int n_threads)
     double max_diff = 0.0;
     for (int i = 0; i < 40 * 256; i++)
         max_diff = fmax(max_diff, fabs((double)rows[i] - ref[i]));
-    static const int32_t expect[9] = {235, 206, 155, 56, 69, 202, 167, 91, 210};
+    fprintf(stderr, "golden %s %s ub %d threads %d: max abs diff %.3g\n", g->name, ops->name,
+            ubatch, n_threads, max_diff);
     for (int i = 0; i < 9; i++)
-        ck_assert_int_eq(ids[i], expect[i]);
-    fprintf(stderr, "golden %s ub %d threads %d: max abs diff %.3g\n", ops->name, ubatch,
-            n_threads, max_diff);
-    ck_assert_double_le(max_diff, 1e-4);
+        ck_assert_msg(ids[i] == g->ids[i], "%s %s: greedy id %d is %d, llama.cpp's %d", g->name,
+                      ops->name, i, ids[i], g->ids[i]);
+    ck_assert_msg(max_diff <= 1e-4, "%s %s: logits differ from llama.cpp's by %g (> 1e-4)",
+                  g->name, ops->name, max_diff);
     free(rows);
     free(ref);
     bt_model_free(m);
 }
 
-START_TEST(test_golden_cpu) { golden_check(&bt_ops_cpu, 32, 1); }
+START_TEST(test_golden_cpu) { golden_check(&golden_cases[_i], &bt_ops_cpu, 32, 1); }
 END_TEST
-START_TEST(test_golden_cpu_ub8_threads2) { golden_check(&bt_ops_cpu, 8, 2); }
+START_TEST(test_golden_cpu_ub8_threads2) { golden_check(&golden_cases[_i], &bt_ops_cpu, 8, 2); }
 END_TEST
-START_TEST(test_golden_ref) { golden_check(&bt_ops_ref, 32, 1); }
+START_TEST(test_golden_exact) { golden_check(&golden_cases[_i], &bt_ops_exact, 32, 1); }
+END_TEST
+START_TEST(test_golden_ref) { golden_check(&golden_cases[_i], &bt_ops_ref, 32, 1); }
 END_TEST
 
 /* ---- batch invariance ---- */
@@ -667,9 +690,10 @@ static Suite *model_suite(void)
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("golden");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_golden_cpu);
-    tcase_add_test(tc, test_golden_cpu_ub8_threads2);
-    tcase_add_test(tc, test_golden_ref);
+    tcase_add_loop_test(tc, test_golden_cpu, 0, N_GOLDEN);
+    tcase_add_loop_test(tc, test_golden_cpu_ub8_threads2, 0, N_GOLDEN);
+    tcase_add_loop_test(tc, test_golden_exact, 0, N_GOLDEN);
+    tcase_add_loop_test(tc, test_golden_ref, 0, N_GOLDEN);
     suite_add_tcase(s, tc);
     tc = tcase_create("invariance");
     tcase_set_timeout(tc, 120);

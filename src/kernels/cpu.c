@@ -713,68 +713,87 @@ typedef struct {
     const float *q;
     const void *k, *v;
     bool f16;
-    int n_tok, pos0, n_head, n_head_kv, head_dim, k_stride;
+    int n_tok, pos0;
+    const bt_attn_t *a;
     const bt_scratch_t *s;
 } att_args_t;
 
-/* Thread me of nth: its contiguous share of the (tile, kv head) units. */
-static void att_share(const att_args_t *a, int me, int nth)
+/* The first key the query at position p sees. */
+static inline int first_key(const bt_attn_t *a, int p)
 {
-    const bool f16 = a->f16;
+    return a->window > 0 && p >= a->window ? p - a->window + 1 : 0;
+}
+
+/* Thread me of nth: its contiguous share of the (tile, kv head) units. A
+ * pass scores the keys [j_lo, n_keys) that some row of it sees; row r
+ * takes the softmax over its own keys [j0_r, nk_r), and the weights of the
+ * keys before j0_r are set to 0, which leaves its sums as they would be
+ * without them (an fma with a zero product adds +0). */
+static void att_share(const att_args_t *x, int me, int nth)
+{
+    const bt_attn_t *a = x->a;
+    const bool f16 = x->f16;
     const size_t es = f16 ? 2 : 4; /* bytes per cache element */
-    const int n_head = a->n_head, head_dim = a->head_dim, pos0 = a->pos0, n_tok = a->n_tok;
+    const int n_head = a->n_head, head_dim = a->head_dim, pos0 = x->pos0, n_tok = x->n_tok;
     const int group = n_head / a->n_head_kv;
     const int kv_dim = a->n_head_kv * head_dim;
-    const float scale = 1.0f / sqrtf((float)head_dim);
     const int tile = group < ATT_ROWS ? ATT_ROWS / group : 1; /* tokens per tile */
     const int64_t n_units = (int64_t)((n_tok + tile - 1) / tile) * a->n_head_kv;
-    float *score = a->s->buf + (size_t)me * a->s->per_thread;
+    float *score = x->s->buf + (size_t)me * x->s->per_thread;
     for (int64_t u = n_units * me / nth; u < n_units * (me + 1) / nth; u++) {
         const int ti = (int)(u / a->n_head_kv), g = (int)(u % a->n_head_kv);
         const int t0 = ti * tile, nt = n_tok - t0 < tile ? n_tok - t0 : tile;
         const int n_rows = nt * group;
-        const size_t ld = (size_t)(pos0 + t0 + nt); /* keys of the tile's last token */
-        int fit = (int)(a->s->per_thread / ld);
+        const int j_lo = first_key(a, pos0 + t0); /* the earliest key of the tile */
+        const size_t ld = (size_t)(pos0 + t0 + nt - j_lo); /* keys of the tile's last token */
+        int fit = (int)(x->s->per_thread / ld);
         fit = fit < 1 ? 1 : fit > ATT_ROWS ? ATT_ROWS : fit;
         for (int r0 = 0; r0 < n_rows; r0 += fit) {
             const int nr = n_rows - r0 < fit ? n_rows - r0 : fit;
             const float *qr[ATT_ROWS];
             float *orow[ATT_ROWS];
             float inv[ATT_ROWS];
-            int nk[ATT_ROWS], n_keys = 0;
+            int nk[ATT_ROWS], jk[ATT_ROWS], n_keys = 0; /* relative to j_lo */
             for (int r = 0; r < nr; r++) {
                 const int t = t0 + (r0 + r) / group, h = g * group + (r0 + r) % group;
                 const size_t row = ((size_t)t * n_head + (size_t)h) * head_dim;
-                qr[r] = a->q + row;
-                orow[r] = a->out + row;
-                nk[r] = pos0 + t + 1;
+                qr[r] = x->q + row;
+                orow[r] = x->out + row;
+                nk[r] = pos0 + t + 1 - j_lo;
+                jk[r] = first_key(a, pos0 + t) - j_lo;
                 n_keys = nk[r] > n_keys ? nk[r] : n_keys;
             }
             scores_tab[f16][nr - 1](score, ld, qr,
-                                    (const char *)a->k + es * g * head_dim * a->k_stride,
-                                    a->k_stride, n_keys, head_dim, scale);
-            for (int r = 0; r < nr; r++)
-                inv[r] = (float)(1.0 / exp_sum(score + r * ld, nk[r]));
-            attend_tab[f16][nr - 1](orow, score, ld, inv, (const char *)a->v + es * g * head_dim,
+                                    (const char *)x->k + es * ((size_t)g * head_dim * a->k_stride +
+                                                               (size_t)j_lo),
+                                    a->k_stride, n_keys, head_dim, a->scale);
+            for (int r = 0; r < nr; r++) {
+                float *sr = score + r * ld;
+                inv[r] = (float)(1.0 / exp_sum(sr + jk[r], nk[r] - jk[r]));
+                for (int j = 0; j < jk[r]; j++)
+                    sr[j] = 0.0f;
+            }
+            attend_tab[f16][nr - 1](orow, score, ld, inv,
+                                    (const char *)x->v +
+                                        es * ((size_t)j_lo * kv_dim + (size_t)g * head_dim),
                                     kv_dim, nk, head_dim);
         }
     }
 }
 
 static void cpu_attention(float *restrict out, const float *restrict q, const void *k,
-                          const void *v, uint32_t kv_type, int n_tok, int pos0, int n_head,
-                          int n_head_kv, int head_dim, int k_stride, const bt_scratch_t *s)
+                          const void *v, uint32_t kv_type, int n_tok, int pos0, const bt_attn_t *a,
+                          const bt_scratch_t *s)
 {
-    const att_args_t a = {out,    q,         k,        v,        kv_type == BT_TYPE_F16,
-                          n_tok,  pos0,      n_head,   n_head_kv, head_dim,
-                          k_stride, s};
-    const int team = bt_team_size(s, 2.0 * n_tok * (pos0 + n_tok) * (double)n_head * head_dim);
+    const att_args_t x = {out, q, k, v, kv_type == BT_TYPE_F16, n_tok, pos0, a, s};
+    const int seen = a->window > 0 && a->window < pos0 + n_tok ? a->window : pos0 + n_tok;
+    const int team = bt_team_size(s, 2.0 * n_tok * seen * (double)a->n_head * a->head_dim);
     if (team == 1) { /* no OpenMP region: even an inactive one costs about a microsecond */
-        att_share(&a, 0, 1);
+        att_share(&x, 0, 1);
         return;
     }
 #pragma omp parallel num_threads(team)
-    att_share(&a, omp_get_thread_num(), omp_get_num_threads());
+    att_share(&x, omp_get_thread_num(), omp_get_num_threads());
 }
 
 /* The quantized formats against 8-bit activations where this build can

@@ -204,11 +204,10 @@ static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float 
 }
 
 static void attention(float *restrict out, const float *restrict q, const void *k, const void *v,
-                      uint32_t kv_type, int n_tok, int pos0, int n_head, int n_head_kv,
-                      int head_dim, int k_stride, const bt_scratch_t *s)
+                      uint32_t kv_type, int n_tok, int pos0, const bt_attn_t *a,
+                      const bt_scratch_t *s)
 {
-    kernels()->cpu.attention(out, q, k, v, kv_type, n_tok, pos0, n_head, n_head_kv, head_dim,
-                             k_stride, s);
+    kernels()->cpu.attention(out, q, k, v, kv_type, n_tok, pos0, a, s);
 }
 
 const bt_ops_t bt_ops_cpu = {.name = "cpu", .matmul = cpu_matmul, .attention = attention};

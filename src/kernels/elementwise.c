@@ -41,9 +41,10 @@ static inline v4f_t v4f_pow2i(v4i_t n)
  * serial chain; GCC packs them into 4 two-lane accumulators. Element i always
  * goes to partial i % 8 (the last n % 8 through the same step, zero-padded:
  * adding +0 leaves a partial as it is) and the partials are combined in one
- * fixed tree, so the sum depends on the row alone. */
-void bt_rmsnorm_f32(float *restrict out, const float *restrict x, const float *restrict w,
-                    int n_rows, int n, float eps)
+ * fixed tree, so the sum depends on the row alone. A row is read whole
+ * before it is written, so out may be x. */
+void bt_rmsnorm_f32(float *out, const float *x, const float *restrict w, int n_rows, int n,
+                    float eps)
 {
     for (int r = 0; r < n_rows; r++) {
         const float *xr = x + (size_t)r * n;
@@ -88,22 +89,28 @@ void bt_rmsnorm_f32(float *restrict out, const float *restrict x, const float *r
     }
 }
 
-/* rope: the frequency of pair i, base^(-2i/n_rot), does not depend on the
- * token, so it is computed once per call (the same powf as per token, so the
- * same bits); cos and sin are computed once per (position, pair) and applied
- * to every head. Pairs are taken in blocks of BT_ROPE_BLOCK so the tables
- * live on the stack; every model has n_rot / 2 <= BT_ROPE_BLOCK (one block). */
+/* rope: the frequency of pair i, freq_scale * base^(-2i/n_rot) / factor_i,
+ * does not depend on the token, so it is computed once per call (the same
+ * powf as per token, so the same bits); cos and sin are computed once per
+ * (position, pair) and applied to every head. Pairs are taken in blocks of
+ * BT_ROPE_BLOCK so the tables live on the stack; every model has n_rot / 2
+ * <= BT_ROPE_BLOCK (one block). Pair i of a head is (x[2i], x[2i+1]), or
+ * with neox (x[i], x[i + n_rot/2]): element i's partner is `half` away. */
 enum { BT_ROPE_BLOCK = 256 };
 
-void bt_rope_norm_f32(float *restrict x, int n_tok, int pos0, int n_head, int head_dim, int n_rot,
-                      float freq_base)
+void bt_rope_f32(float *restrict x, int n_tok, int pos0, int n_head, int head_dim,
+                 const bt_rope_t *r)
 {
     float freq[BT_ROPE_BLOCK], c[BT_ROPE_BLOCK], s[BT_ROPE_BLOCK];
-    const int n_pair = n_rot / 2;
+    const int n_pair = r->n_rot / 2;
+    const int stride = r->neox ? 1 : 2, half = r->neox ? n_pair : 1;
     for (int i0 = 0; i0 < n_pair; i0 += BT_ROPE_BLOCK) {
         const int nb = n_pair - i0 < BT_ROPE_BLOCK ? n_pair - i0 : BT_ROPE_BLOCK;
-        for (int k = 0; k < nb; k++)
-            freq[k] = powf(freq_base, -2.0f * (float)(i0 + k) / (float)n_rot);
+        for (int k = 0; k < nb; k++) {
+            freq[k] = powf(r->base, -2.0f * (float)(i0 + k) / (float)r->n_rot) * r->freq_scale;
+            if (r->factors != NULL)
+                freq[k] /= r->factors[i0 + k];
+        }
         for (int t = 0; t < n_tok; t++) {
             const float pos = (float)(pos0 + t);
             for (int k = 0; k < nb; k++) {
@@ -112,11 +119,11 @@ void bt_rope_norm_f32(float *restrict x, int n_tok, int pos0, int n_head, int he
                 s[k] = sinf(theta);
             }
             for (int h = 0; h < n_head; h++) {
-                float *p = x + ((size_t)t * n_head + h) * head_dim + 2 * i0;
+                float *p = x + ((size_t)t * n_head + h) * head_dim + stride * i0;
                 for (int k = 0; k < nb; k++) {
-                    const float a = p[2 * k], b = p[2 * k + 1];
-                    p[2 * k] = a * c[k] - b * s[k];
-                    p[2 * k + 1] = a * s[k] + b * c[k];
+                    const float a = p[stride * k], b = p[stride * k + half];
+                    p[stride * k] = a * c[k] - b * s[k];
+                    p[stride * k + half] = a * s[k] + b * c[k];
                 }
             }
         }
@@ -196,10 +203,43 @@ void bt_swiglu_f32(float *restrict gate, const float *restrict up, int64_t n)
     }
 }
 
+/* GELU, tanh form, in float with libm's tanhf: one scalar formula, the
+ * same bits in every build (elementwise.c keeps libm out of vector loops
+ * only). */
+static inline float gelu_tanh(float z)
+{
+    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+    return 0.5f * z * (1.0f + tanhf(k * z * (1.0f + 0.044715f * z * z)));
+}
+
+void bt_geglu_f32(float *restrict gate, const float *restrict up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        gate[i] = gelu_tanh(gate[i]) * up[i];
+}
+
 void bt_add_f32(float *restrict x, const float *restrict y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         x[i] += y[i];
+}
+
+void bt_add_rows_f32(float *restrict x, const float *restrict b, int n_rows, int64_t n)
+{
+    for (int r = 0; r < n_rows; r++)
+        bt_add_f32(x + (size_t)r * (size_t)n, b, n);
+}
+
+void bt_scale_f32(float *restrict x, float c, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= c;
+}
+
+void bt_softcap_f32(float *restrict x, float c, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = c * tanhf(x[i] / c);
 }
 
 size_t bt_scratch_floats(int64_t max_n_in, int64_t n_ctx)

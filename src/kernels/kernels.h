@@ -58,6 +58,14 @@ typedef struct bt_scratch {
  * and attention over up to n_ctx positions. */
 size_t bt_scratch_floats(int64_t max_n_in, int64_t n_ctx);
 
+/* The shape of one attention call. */
+typedef struct bt_attn {
+    int n_head, n_head_kv, head_dim;
+    int k_stride; /* positions per transposed key row */
+    int window;   /* keys a query sees, itself included; 0: all earlier ones */
+    float scale;  /* of the scores, usually 1 / sqrt(head_dim) */
+} bt_attn_t;
+
 typedef struct bt_ops {
     const char *name;
 
@@ -73,10 +81,12 @@ typedef struct bt_ops {
      * k[(g * head_dim + d) * k_stride + j]; v is [positions, n_head_kv *
      * head_dim]. k and v elements are kv_type: BT_TYPE_F32 or BT_TYPE_F16
      * (converted exactly as they are read). Query head h reads kv head
-     * h / (n_head / n_head_kv). Scale 1/sqrt(head_dim), softmax in f32. */
+     * h / (n_head / n_head_kv). The query at position p sees keys j <= p,
+     * and with a window w > 0 only p - j < w. Scores scale * q.k, softmax
+     * in f32. */
     void (*attention)(float *restrict out, const float *restrict q, const void *k, const void *v,
-                      uint32_t kv_type, int n_tok, int pos0, int n_head, int n_head_kv,
-                      int head_dim, int k_stride, const bt_scratch_t *s);
+                      uint32_t kv_type, int n_tok, int pos0, const bt_attn_t *a,
+                      const bt_scratch_t *s);
 } bt_ops_t;
 
 extern const bt_ops_t bt_ops_ref;
@@ -146,20 +156,43 @@ bt_to_float_fn bt_type_to_float_fast(uint32_t type);
 /* ---- element-wise and per-row kernels (one implementation: each output
  * element depends on its own row only, in a fixed order) ---- */
 
-/* out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, for n_rows rows of n. */
-void bt_rmsnorm_f32(float *restrict out, const float *restrict x, const float *restrict w,
-                    int n_rows, int n, float eps);
+/* out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, for n_rows rows of n;
+ * out may be x. */
+void bt_rmsnorm_f32(float *out, const float *x, const float *restrict w, int n_rows, int n,
+                    float eps);
 
-/* Rotates, in place, adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims
- * of each head by angle pos * base^(-2i/n_rot) (GGUF llama "normal" rope).
+/* Rotary embedding: which pairs, how fast they turn. */
+typedef struct bt_rope {
+    int n_rot;            /* rotated dims at the start of each head (even) */
+    float base;           /* pair i turns at base^(-2i/n_rot) radians per position */
+    float freq_scale;     /* times this (linear scaling; 1: none) */
+    const float *factors; /* NULL, or [n_rot / 2]: pair i's angle divided by factors[i] */
+    bool neox;            /* pairs (x[i], x[i + n_rot/2]) instead of (x[2i], x[2i+1]) */
+} bt_rope_t;
+
+/* Rotates, in place, the pairs of the first n_rot dims of each head by
+ * angle pos * freq_scale * base^(-2i/n_rot) / factors[i].
  * x: [n_tok, n_head * head_dim], row t at position pos0 + t. */
-void bt_rope_norm_f32(float *restrict x, int n_tok, int pos0, int n_head, int head_dim, int n_rot,
-                      float freq_base);
+void bt_rope_f32(float *restrict x, int n_tok, int pos0, int n_head, int head_dim,
+                 const bt_rope_t *r);
 
 /* gate[i] = silu(gate[i]) * up[i] for n elements. */
 void bt_swiglu_f32(float *restrict gate, const float *restrict up, int64_t n);
 
+/* gate[i] = gelu(gate[i]) * up[i] for n elements, with the tanh form
+ * gelu(z) = z/2 (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))). */
+void bt_geglu_f32(float *restrict gate, const float *restrict up, int64_t n);
+
 /* x[i] += y[i] for n elements. */
 void bt_add_f32(float *restrict x, const float *restrict y, int64_t n);
+
+/* x[t][i] += b[i] for n_rows rows of n. */
+void bt_add_rows_f32(float *restrict x, const float *restrict b, int n_rows, int64_t n);
+
+/* x[i] *= c for n elements. */
+void bt_scale_f32(float *restrict x, float c, int64_t n);
+
+/* x[i] = c tanh(x[i] / c) for n elements (c > 0). */
+void bt_softcap_f32(float *restrict x, float c, int64_t n);
 
 #endif /* BT_KERNELS_H */

@@ -34,15 +34,18 @@ static float kv_at(const void *p, size_t i, uint32_t type)
 }
 
 static void ref_attention(float *restrict out, const float *restrict q, const void *k,
-                          const void *v, uint32_t kv_type, int n_tok, int pos0, int n_head,
-                          int n_head_kv, int head_dim, int k_stride, const bt_scratch_t *s)
+                          const void *v, uint32_t kv_type, int n_tok, int pos0, const bt_attn_t *a,
+                          const bt_scratch_t *s)
 {
     float *score = s->buf; /* [n_ctx] */
-    const int group = n_head / n_head_kv;
-    const int kv_dim = n_head_kv * head_dim;
-    const float scale = 1.0f / sqrtf((float)head_dim);
+    const int n_head = a->n_head, head_dim = a->head_dim, k_stride = a->k_stride;
+    const int group = n_head / a->n_head_kv;
+    const int kv_dim = a->n_head_kv * head_dim;
+    const float scale = a->scale;
     for (int t = 0; t < n_tok; t++) {
-        const int n_keys = pos0 + t + 1; /* causal: keys 0 .. pos0 + t */
+        const int p = pos0 + t; /* keys j0 .. p: causal, and the last `window` */
+        const int j0 = a->window > 0 && p >= a->window ? p - a->window + 1 : 0;
+        const int n_keys = p + 1 - j0;
         for (int h = 0; h < n_head; h++) {
             const float *qh = q + ((size_t)t * n_head + h) * head_dim;
             const int kvh = h / group;
@@ -51,7 +54,7 @@ static void ref_attention(float *restrict out, const float *restrict q, const vo
             for (int j = 0; j < n_keys; j++) {
                 float dot = 0.0f;
                 for (int d = 0; d < head_dim; d++)
-                    dot += qh[d] * kv_at(k, kh + (size_t)d * k_stride + j, kv_type);
+                    dot += qh[d] * kv_at(k, kh + (size_t)d * k_stride + j0 + j, kv_type);
                 score[j] = dot * scale;
                 max = fmaxf(max, score[j]);
             }
@@ -65,7 +68,8 @@ static void ref_attention(float *restrict out, const float *restrict q, const vo
             for (int d = 0; d < head_dim; d++) {
                 float acc = 0.0f;
                 for (int j = 0; j < n_keys; j++)
-                    acc += score[j] * kv_at(v, (size_t)j * kv_dim + (size_t)kvh * head_dim + d, kv_type);
+                    acc += score[j] * kv_at(v, (size_t)(j0 + j) * kv_dim + (size_t)kvh * head_dim + d,
+                                            kv_type);
                 oh[d] = acc * inv;
             }
         }
