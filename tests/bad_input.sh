@@ -169,7 +169,7 @@ fails 0 "cut-data.gguf: tensor '.*' ends at byte [0-9]+ but file has" "$bb" \
     -m "$tmp/cut-data.gguf" -p 8 -n 0 -r 1
 fails 2 "cut-data.gguf: tensor '.*' ends at byte [0-9]+ but file has" "$b" \
     -m "$tmp/cut-data.gguf" --tokens 1
-fails 0 "architecture 'gemma' is not supported \(only 'llama'\)" "$b" -m "$tmp/arch.gguf" --tokens 1
+fails 0 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3, gemma3\)" "$b" -m "$tmp/arch.gguf" --tokens 1
 fails 2 "head_count 4 is not a multiple of head_count_kv 3" "$b" -m "$tmp/heads-kv.gguf" --tokens 1
 fails 0 "embedding_length 64 is not a multiple of head_count 3" "$bb" -m "$tmp/heads.gguf" \
     -p 8 -n 0 -r 1
