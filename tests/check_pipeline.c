@@ -12,6 +12,8 @@
  *               ahead (a heavy last stage) repeats on one pipe. The
  *               pipeline_eager_npN entries run this program with the eager
  *               limit forced down, so every test here goes rendezvous.
+ *   families:   the same for a model of every other architecture of the
+ *               table (Llama 3 rope factors, qwen2, qwen3: the golden files)
  *   traffic:    every activation goes from rank s straight to rank s+1
  *   errors:     setup failures stop every rank with the same status
  *   linkprobe:  one measured link per neighbor pair, reported on rank 0,
@@ -46,6 +48,11 @@ typedef struct refmodel {
 } refmodel_t;
 
 static refmodel_t tiny; /* the "tiny" shape: 1-2 KiB messages (eager) */
+/* one model of each other family (the golden files: 4 layers, vocab 256) */
+static const char *const family_files[] = {"tiny-llama3-ropefreqs-golden.gguf",
+                                           "tiny-qwen2-golden.gguf", "tiny-qwen3-golden.gguf"};
+enum { N_FAMILIES = sizeof family_files / sizeof family_files[0] };
+static refmodel_t family[N_FAMILIES];
 static refmodel_t wide; /* n_embd 512: 8-16 KiB messages (rendezvous) */
 static int32_t tokens[N_PROMPT];
 
@@ -155,6 +162,22 @@ static int pipeline_matches(int ubatch, bt_pipe_mode_t mode, const double *ratio
 {
     return pipeline_matches_reps(&tiny, ubatch, mode, ratios, n_ratios, 1);
 }
+
+/* Every architecture of the table through the pipeline: the same bits as
+ * one process (invariant 1), whatever the family's extras (biases, q/k
+ * norms, rope pairing and factors). */
+START_TEST(test_families)
+{
+    static const int ubs[] = {1, 5, N_PROMPT};
+    for (int m = 0; m < N_FAMILIES; m++)
+        for (size_t i = 0; i < sizeof ubs / sizeof ubs[0]; i++)
+            for (int mode = 0; mode <= 1; mode++)
+                ck_assert_msg(all_ok(pipeline_matches_reps(&family[m], ubs[i],
+                                                           (bt_pipe_mode_t)mode, NULL, 0, 1)),
+                              "%s on %d ranks, micro-batch %d, pipeline %d: not bitwise equal",
+                              family_files[m], size, ubs[i], mode);
+}
+END_TEST
 
 START_TEST(test_invariance)
 {
@@ -399,9 +422,21 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    for (int m = 0; m < N_FAMILIES; m++) {
+        if (!tu_golden_locate(family_files[m], family[m].path, sizeof family[m].path) ||
+            !all_ok(make_reference(&family[m]))) {
+            fprintf(stderr, "rank %d: golden model %s missing or not loadable\n", rank,
+                    family[m].path);
+            MPI_Finalize();
+            return 1;
+        }
+    }
+
     Suite *s = suite_create(size == 1 ? "pipeline (1 rank)" : "pipeline");
     TCase *tc = mpitest_tcase(s, "core", 300);
     tcase_add_test(tc, test_invariance);
+    if (size <= 4) /* the golden models' layers */
+        tcase_add_test(tc, test_families);
     if (size <= N_LAYER)
         tcase_add_test(tc, test_tensor_split);
     tcase_add_test(tc, test_invariance_rendezvous);
@@ -415,6 +450,8 @@ int main(int argc, char **argv)
     mpitest_run(s);
     free(tiny.rows);
     free(wide.rows);
+    for (int m = 0; m < N_FAMILIES; m++)
+        free(family[m].rows);
     if (rank == 0 && dir != NULL)
         tu_rmdir_all(dir);
     MPI_Finalize();
