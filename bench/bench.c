@@ -246,7 +246,8 @@ static void fill_row_model(bt_bench_row_t *row, const bt_pipe_t *p, const char *
         snprintf(size, sizeof size, "%.0fM", np / 1e6);
     else
         snprintf(size, sizeof size, "%.1fB", np / 1e9);
-    snprintf(row->model_type, sizeof row->model_type, "llama %s %s", size,
+    /* llama-bench's "model" column: architecture, size, file type */
+    snprintf(row->model_type, sizeof row->model_type, "%s %s %s", p->model->hp.arch->name, size,
              bt_ftype_name(p->model->file_type));
     snprintf(row->model_filename, sizeof row->model_filename, "%s", path);
     bt_partition_split_str(p->bounds, p->n_stages, row->layer_split, sizeof row->layer_split);
