@@ -159,63 +159,76 @@ void bt_rope_f32(float *restrict x, int n_tok, int pos0, int n_head, int head_di
 #define EXP_C5 0x1.123a36p-7f
 #define EXP_C6 0x1.6a23a8p-10f
 
-static inline v4f_t silu4(v4f_t g)
+/* x / (1 + e^-y), lane by lane: silu is (g, g), the tanh GELU
+ * (z, 2 sqrt(2/pi) (z + 0.044715 z^3)), since (1 + tanh(u)) / 2 =
+ * 1 / (1 + e^-2u). */
+static inline v4f_t div_1p_exp4(v4f_t x, v4f_t y)
 {
     const v4f_t one = {1.0f, 1.0f, 1.0f, 1.0f};
     const v4f_t zmax = {SILU_Z_MAX, SILU_Z_MAX, SILU_Z_MAX, SILU_Z_MAX};
-    const v4f_t big_g = {-64.0f, -64.0f, -64.0f, -64.0f};
+    const v4f_t big_y = {-64.0f, -64.0f, -64.0f, -64.0f};
     const v4f_t down = {0x1p-64f, 0x1p-64f, 0x1p-64f, 0x1p-64f};
 
-    v4f_t z = -g;
+    v4f_t z = -y;
     z = v4f_select(z > zmax, zmax, z);
     z = v4f_select(z < -zmax, -zmax, z);
-    const v4i_t big = g < big_g; /* scale by 2^-64 */
+    const v4i_t big = y < big_y; /* scale by 2^-64 */
     v4f_t t = z * EXP_LOG2E + EXP_MAGIC;
     v4f_t nf = t - EXP_MAGIC;
     v4i_t n = (v4i_t)((v4u_t)t - EXP_MAGIC_BITS); /* in [-159, 159] */
     v4f_t r = (z - nf * EXP_LN2_HI) - nf * EXP_LN2_LO;
     v4f_t q = EXP_C2 + r * (EXP_C3 + r * (EXP_C4 + r * (EXP_C5 + r * EXP_C6)));
-    v4f_t y = r + r * r * q; /* e^r - 1 */
+    v4f_t e1 = r + r * r * q; /* e^r - 1 */
     v4i_t n1 = n >> 1, n2 = n - n1 + (big & -64);
-    v4f_t e = (one + y) * v4f_pow2i(n1) * v4f_pow2i(n2); /* e^z, times 2^-64 where big */
-    const v4f_t gc = v4f_select(g < -zmax, -zmax, g);    /* -inf: -0 below */
-    v4f_t num = gc * v4f_select(big, down, one);
+    v4f_t e = (one + e1) * v4f_pow2i(n1) * v4f_pow2i(n2); /* e^z, times 2^-64 where big */
+    const v4i_t tiny = y < -zmax; /* -inf: -0 below */
+    x = v4f_select(tiny & (x < -zmax), -zmax, x);
+    x = v4f_select(tiny & (x > zmax), zmax, x);
+    v4f_t num = x * v4f_select(big, down, one);
     return num / (v4f_select(big, down, one) + e);
 }
 
-void bt_swiglu_f32(float *restrict gate, const float *restrict up, int64_t n)
+static inline v4f_t silu4(v4f_t g) { return div_1p_exp4(g, g); }
+
+/* gelu(z) = z / (1 + e^-2u), u = sqrt(2/pi) z (1 + 0.044715 z^2): the
+ * tanh form exactly, through the exp above instead of libm's tanh. */
+static inline v4f_t gelu4(v4f_t z)
+{
+    const float k2 = 2.0f * 0.7978845608028654f; /* 2 sqrt(2 / pi) */
+    return div_1p_exp4(z, k2 * z * (1.0f + 0.044715f * z * z));
+}
+
+/* gate[i] = act(gate[i]) * up[i], 4 at a time; the last 1-3 through the
+ * same lanes, padded with zeros. */
+static inline void gated4(float *restrict gate, const float *restrict up, int64_t n,
+                          v4f_t (*act)(v4f_t))
 {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
         v4f_t g, u;
         memcpy(&g, gate + i, sizeof g);
         memcpy(&u, up + i, sizeof u);
-        g = silu4(g) * u;
+        g = act(g) * u;
         memcpy(gate + i, &g, sizeof g);
     }
-    if (i < n) { /* the last 1-3 through the same lanes, padded with zeros */
+    if (i < n) {
         const size_t rest = (size_t)(n - i) * sizeof(float);
         v4f_t g = {0.0f, 0.0f, 0.0f, 0.0f}, u = g;
         memcpy(&g, gate + i, rest);
         memcpy(&u, up + i, rest);
-        g = silu4(g) * u;
+        g = act(g) * u;
         memcpy(gate + i, &g, rest);
     }
 }
 
-/* GELU, tanh form, in float with libm's tanhf: one scalar formula, the
- * same bits in every build (elementwise.c keeps libm out of vector loops
- * only). */
-static inline float gelu_tanh(float z)
+void bt_swiglu_f32(float *restrict gate, const float *restrict up, int64_t n)
 {
-    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
-    return 0.5f * z * (1.0f + tanhf(k * z * (1.0f + 0.044715f * z * z)));
+    gated4(gate, up, n, silu4);
 }
 
 void bt_geglu_f32(float *restrict gate, const float *restrict up, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        gate[i] = gelu_tanh(gate[i]) * up[i];
+    gated4(gate, up, n, gelu4);
 }
 
 void bt_add_f32(float *restrict x, const float *restrict y, int64_t n)
