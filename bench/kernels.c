@@ -112,8 +112,12 @@ typedef struct kb_mat {
 
 static void shape_mats(const bt_synth_shape_t *s, kb_mat_t m[KB_N_MATS])
 {
-    const int64_t kv_dim = (int64_t)s->n_head_kv * (s->n_embd / s->n_head);
-    m[0] = (kb_mat_t){"attn_q", s->n_embd, s->n_embd, true};
+    /* the head dim of the shape: key_length where a family sets it (qwen3,
+     * gemma3), else n_embd / n_head. attn_output (n_in n_head * head_dim)
+     * is left out: it is attn_q's size, and where head_dim is n_embd /
+     * n_head, attn_q's shape. */
+    const int64_t head_dim = bt_synth_head_dim(s), kv_dim = (int64_t)s->n_head_kv * head_dim;
+    m[0] = (kb_mat_t){"attn_q", s->n_embd, (int64_t)s->n_head * head_dim, true};
     m[1] = (kb_mat_t){"attn_k/v", s->n_embd, kv_dim, true};
     m[2] = (kb_mat_t){"ffn_gate/up", s->n_embd, s->n_ff, true};
     m[3] = (kb_mat_t){"ffn_down", s->n_ff, s->n_embd, true};

@@ -1,6 +1,8 @@
 /*
- * baton-mkmodel: writes a synthetic llama GGUF with seeded random weights.
+ * baton-mkmodel: writes a synthetic GGUF of any family in arch.h (llama,
+ * qwen2, qwen3, gemma3) with seeded random weights.
  *   baton-mkmodel --shape smollm2-135m --type q8_0 --seed 1 -o model.gguf
+ *   baton-mkmodel --shape tiny --arch qwen3 -o tiny-qwen3.gguf
  * Any dimension of the shape can be overridden (--n-layer 7, ...).
  */
 #include <getopt.h>
@@ -8,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "args.h"
 #include "kernels/types.h"
 #include "synth.h"
@@ -15,20 +18,26 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: baton-mkmodel [--shape NAME] [--type T] [--seed N] -o FILE [overrides]\n"
+            "usage: baton-mkmodel [--shape NAME] [--arch A] [--type T] [--seed N] -o FILE "
+            "[overrides]\n"
             "  --shape NAME      %s (default tiny)\n"
+            "  --arch A          family (general.architecture): %s (default: the shape's)\n"
             "  --type T          type of every matrix (default f32): %s\n"
             "  --seed N          random seed (default 1)\n"
             "  -o, --output FILE where to write the GGUF\n"
             "  overrides: --n-vocab --n-embd --n-layer --n-head --n-head-kv --n-ff --n-ctx N,\n"
             "             --n-rot N (rotated dims per head, even, <= head dim),\n"
-            "             --rope-base F, --tied, --untied\n",
-            bt_synth_shape_names(), bt_type_supported_names());
+            "             --head-dim N (even; writes key_length and value_length),\n"
+            "             --swa N (gemma3 sliding window; 0: none),\n"
+            "             --rope-freqs N (llama: Llama 3 rope factors for original context N;\n"
+            "             0: none), --rope-base F, --tied, --untied\n",
+            bt_synth_shape_names(), bt_arch_names(), bt_type_supported_names());
 }
 
 enum {
     OPT_SHAPE = 256, OPT_TYPE, OPT_SEED, OPT_VOCAB, OPT_EMBD, OPT_LAYER, OPT_HEAD, OPT_HEAD_KV,
-    OPT_FF, OPT_CTX, OPT_ROPE, OPT_TIED, OPT_UNTIED, OPT_ROT,
+    OPT_FF, OPT_CTX, OPT_ROPE, OPT_TIED, OPT_UNTIED, OPT_ROT, OPT_ARCH, OPT_HEAD_DIM, OPT_SWA,
+    OPT_ROPE_FREQS,
 };
 
 static bt_status_t parse_float(const char *flag, const char *s, float *out)
@@ -54,16 +63,23 @@ int main(int argc, char **argv)
         {"n-ff", required_argument, 0, OPT_FF},       {"n-ctx", required_argument, 0, OPT_CTX},
         {"rope-base", required_argument, 0, OPT_ROPE}, {"tied", no_argument, 0, OPT_TIED},
         {"untied", no_argument, 0, OPT_UNTIED},       {"help", no_argument, 0, 'h'},
-        {"n-rot", required_argument, 0, OPT_ROT},
+        {"n-rot", required_argument, 0, OPT_ROT},     {"arch", required_argument, 0, OPT_ARCH},
+        {"head-dim", required_argument, 0, OPT_HEAD_DIM},
+        {"swa", required_argument, 0, OPT_SWA},
+        {"rope-freqs", required_argument, 0, OPT_ROPE_FREQS},
         {0, 0, 0, 0},
     };
-    /* The shape comes first so overrides apply whatever the flag order. */
-    const char *shape_name = "tiny";
-    for (int i = 1; i + 1 < argc; i++)
+    /* The shape and its family come first so overrides apply whatever the
+     * flag order. */
+    const char *shape_name = "tiny", *arch = NULL;
+    for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--shape") == 0)
             shape_name = argv[i + 1];
+        else if (strcmp(argv[i], "--arch") == 0)
+            arch = argv[i + 1];
+    }
     bt_synth_shape_t s;
-    if (bt_synth_shape(shape_name, &s) != BT_OK)
+    if (bt_synth_shape_arch(shape_name, arch, &s) != BT_OK)
         return 2;
 
     const char *out = NULL;
@@ -74,7 +90,8 @@ int main(int argc, char **argv)
     opterr = 0;
     while (st == BT_OK && (c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
         switch (c) {
-        case OPT_SHAPE: break; /* handled above */
+        case OPT_SHAPE: /* handled above */
+        case OPT_ARCH: break;
         case OPT_TYPE: {
             int t = bt_type_from_name(optarg);
             if (t < 0 || !bt_type_supported((uint32_t)t)) {
@@ -95,6 +112,11 @@ int main(int argc, char **argv)
         case OPT_FF: st = bt_parse_int("--n-ff", optarg, 1, 1 << 22, &s.n_ff); break;
         case OPT_CTX: st = bt_parse_int("--n-ctx", optarg, 1, 1 << 24, &s.n_ctx_train); break;
         case OPT_ROT: st = bt_parse_int("--n-rot", optarg, 2, 1 << 16, &s.n_rot); break;
+        case OPT_HEAD_DIM: st = bt_parse_int("--head-dim", optarg, 1, 1 << 16, &s.head_dim); break;
+        case OPT_SWA: st = bt_parse_int("--swa", optarg, 0, 1 << 24, &s.n_swa); break;
+        case OPT_ROPE_FREQS:
+            st = bt_parse_int("--rope-freqs", optarg, 0, 1 << 24, &s.rope_freqs_ctx);
+            break;
         case OPT_ROPE: st = parse_float("--rope-base", optarg, &s.rope_base); break;
         case OPT_TIED: s.tied = true; break;
         case OPT_UNTIED: s.tied = false; break;
@@ -121,12 +143,14 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (bt_synth_check(&s) != BT_OK) /* logged: the value and why */
+        return 2;
     double t0 = bt_now();
     if (bt_synth_write(out, &s, type, seed) != BT_OK)
         return 1;
-    fprintf(stderr, "wrote %s: shape %s, %s, %d layers, n_embd %d, %.1f M params, seed %llu "
+    fprintf(stderr, "wrote %s: shape %s, %s, %s, %d layers, n_embd %d, %.1f M params, seed %llu "
                     "(%.1f s)\n",
-            out, s.name, bt_type_info(type)->name, s.n_layer, s.n_embd,
+            out, s.name, s.arch, bt_type_info(type)->name, s.n_layer, s.n_embd,
             (double)bt_synth_n_params(&s) / 1e6, (unsigned long long)seed, bt_now() - t0);
     printf("%s\n", out);
     return 0;

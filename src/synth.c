@@ -1,4 +1,4 @@
-/* synth.c: writes synthetic llama GGUF files (see synth.h). */
+/* synth.c: writes synthetic GGUF files of every family in arch.h (see synth.h). */
 #include "synth.h"
 
 #include <math.h>
@@ -6,37 +6,98 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "gguf.h"
 #include "kernels/types.h"
 #include "rng.h"
 
+/* The named shapes. A name may have one row per family ("tiny"); its first
+ * row is its own family. Real sizes follow the models' config.json. */
 static const bt_synth_shape_t shapes[] = {
-    /* name, vocab, embd, layers, heads, kv heads, ff, ctx, rope base, eps, tied, n_rot */
-    {"tiny", 256, 64, 4, 4, 2, 160, 512, 10000.0f, 1e-5f, false, 0},
-    {"smollm2-135m", 49152, 576, 30, 9, 3, 1536, 8192, 100000.0f, 1e-5f, true, 0},
-    {"llama-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0},
+    {.name = "tiny", .arch = "llama", .n_vocab = 256, .n_embd = 64, .n_layer = 4, .n_head = 4,
+     .n_head_kv = 2, .n_ff = 160, .n_ctx_train = 512, .rope_base = 10000.0f, .rms_eps = 1e-5f},
+    /* the golden tiny-qwen2/-qwen3 files' dimensions (../shared/golden/README-dense.txt) */
+    {.name = "tiny", .arch = "qwen2", .n_vocab = 256, .n_embd = 64, .n_layer = 4, .n_head = 4,
+     .n_head_kv = 2, .n_ff = 160, .n_ctx_train = 512, .rope_base = 1e6f, .rms_eps = 1e-6f},
+    {.name = "tiny", .arch = "qwen3", .n_vocab = 256, .n_embd = 64, .n_layer = 4, .n_head = 4,
+     .n_head_kv = 2, .n_ff = 160, .n_ctx_train = 512, .rope_base = 1e6f, .rms_eps = 1e-6f,
+     .head_dim = 32},
+    /* 6 layers so that layer 5 is global under the default pattern of 6; a
+     * window of 8 that a 16-token prompt already slides past; one kv head
+     * (MQA) and a head dim of 32 != 64 / 4, as Gemma 3 270M's 256 != 160 */
+    {.name = "tiny", .arch = "gemma3", .n_vocab = 256, .n_embd = 64, .n_layer = 6, .n_head = 4,
+     .n_head_kv = 1, .n_ff = 160, .n_ctx_train = 512, .rope_base = 1e6f, .rms_eps = 1e-6f,
+     .tied = true, .head_dim = 32, .n_swa = 8},
+    {.name = "smollm2-135m", .arch = "llama", .n_vocab = 49152, .n_embd = 576, .n_layer = 30,
+     .n_head = 9, .n_head_kv = 3, .n_ff = 1536, .n_ctx_train = 8192, .rope_base = 100000.0f,
+     .rms_eps = 1e-5f, .tied = true},
+    {.name = "llama-1b", .arch = "llama", .n_vocab = 128256, .n_embd = 2048, .n_layer = 16,
+     .n_head = 32, .n_head_kv = 8, .n_ff = 8192, .n_ctx_train = 131072, .rope_base = 500000.0f,
+     .rms_eps = 1e-5f, .tied = true},
+    {.name = "llama3-8b", .arch = "llama", .n_vocab = 128256, .n_embd = 4096, .n_layer = 32,
+     .n_head = 32, .n_head_kv = 8, .n_ff = 14336, .n_ctx_train = 131072, .rope_base = 500000.0f,
+     .rms_eps = 1e-5f, .rope_freqs_ctx = 8192},
+    {.name = "qwen2-0.5b", .arch = "qwen2", .n_vocab = 151936, .n_embd = 896, .n_layer = 24,
+     .n_head = 14, .n_head_kv = 2, .n_ff = 4864, .n_ctx_train = 32768, .rope_base = 1e6f,
+     .rms_eps = 1e-6f, .tied = true},
+    {.name = "qwen3-0.6b", .arch = "qwen3", .n_vocab = 151936, .n_embd = 1024, .n_layer = 28,
+     .n_head = 16, .n_head_kv = 8, .n_ff = 3072, .n_ctx_train = 40960, .rope_base = 1e6f,
+     .rms_eps = 1e-6f, .tied = true, .head_dim = 128},
+    {.name = "gemma3-270m", .arch = "gemma3", .n_vocab = 262144, .n_embd = 640, .n_layer = 18,
+     .n_head = 4, .n_head_kv = 1, .n_ff = 2048, .n_ctx_train = 32768, .rope_base = 1e6f,
+     .rms_eps = 1e-6f, .tied = true, .head_dim = 256, .n_swa = 512},
 };
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+const char *bt_synth_shape_names(void)
+{
+    return "tiny, smollm2-135m, llama-1b, llama3-8b, qwen2-0.5b, qwen3-0.6b, gemma3-270m";
+}
 
 bt_status_t bt_synth_shape(const char *name, bt_synth_shape_t *out)
 {
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        if (strcmp(shapes[i].name, name) == 0) {
-            *out = shapes[i];
-            return BT_OK;
-        }
-    bt_log_error("unknown model shape '%s' (known: %s)", name, bt_synth_shape_names());
-    return BT_ERR_ARG;
+    return bt_synth_shape_arch(name, NULL, out);
 }
 
-const char *bt_synth_shape_names(void) { return "tiny, smollm2-135m, llama-1b"; }
-
-uint64_t bt_synth_n_params(const bt_synth_shape_t *s)
+bt_status_t bt_synth_shape_arch(const char *name, const char *arch, bt_synth_shape_t *out)
 {
-    uint64_t e = (uint64_t)s->n_embd, hd = e / (uint64_t)s->n_head;
-    uint64_t kv = hd * (uint64_t)s->n_head_kv, ff = (uint64_t)s->n_ff;
-    uint64_t layer = 2 * e + e * e * 2 + 2 * e * kv + 3 * e * ff;
-    uint64_t emb = (uint64_t)s->n_vocab * e;
-    return emb * (s->tied ? 1 : 2) + e + (uint64_t)s->n_layer * layer;
+    const bt_synth_shape_t *own = NULL, *row = NULL;
+    for (size_t i = 0; i < N_SHAPES; i++)
+        if (strcmp(shapes[i].name, name) == 0) {
+            own = own ? own : &shapes[i];
+            if (arch != NULL && strcmp(shapes[i].arch, arch) == 0)
+                row = &shapes[i];
+        }
+    if (own == NULL) {
+        bt_log_error("unknown model shape '%s' (known: %s)", name, bt_synth_shape_names());
+        return BT_ERR_ARG;
+    }
+    const bt_arch_t *a = bt_arch_find(arch ? arch : own->arch, strlen(arch ? arch : own->arch));
+    if (a == NULL) {
+        bt_log_error("unknown architecture '%s' (known: %s)", arch, bt_arch_names());
+        return BT_ERR_ARG;
+    }
+    if (row == NULL) { /* the shape's dimensions in another family */
+        bt_synth_shape_t s = *own;
+        s.arch = a->name;
+        if (!a->rope_freqs)
+            s.rope_freqs_ctx = 0;
+        if (!a->swa)
+            s.n_swa = 0;
+        else if (s.n_swa == 0)
+            s.n_swa = 512; /* Gemma 3's window */
+        if (strcmp(a->name, "gemma3") == 0 && s.head_dim == 0 && s.n_embd % s.n_head == 0)
+            s.head_dim = s.n_embd / s.n_head; /* gemma3 files carry key_length */
+        *out = s;
+        return BT_OK;
+    }
+    *out = *row;
+    return BT_OK;
+}
+
+int bt_synth_head_dim(const bt_synth_shape_t *s)
+{
+    return s->head_dim > 0 ? s->head_dim : s->n_head > 0 ? s->n_embd / s->n_head : 0;
 }
 
 /* ---- random numbers: one xoshiro256** stream per tensor ---- */
@@ -67,10 +128,17 @@ typedef struct tensor_spec {
     int64_t n_in, n_out; /* n_out 1 for vectors */
     float mean, std;
     uint32_t type;
+    bool rope_freqs; /* the Llama 3 factors instead of random numbers */
 } tensor_spec_t;
 
-static bt_status_t check_shape(const bt_synth_shape_t *s)
+bt_status_t bt_synth_check(const bt_synth_shape_t *s)
 {
+    const bt_arch_t *a = s->arch ? bt_arch_find(s->arch, strlen(s->arch)) : NULL;
+    if (a == NULL) {
+        bt_log_error("mkmodel: unknown architecture '%s' (known: %s)",
+                     s->arch ? s->arch : "(none)", bt_arch_names());
+        return BT_ERR_ARG;
+    }
     const int dims[] = {s->n_vocab, s->n_embd, s->n_layer, s->n_head, s->n_head_kv, s->n_ff,
                         s->n_ctx_train};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
@@ -78,17 +146,34 @@ static bt_status_t check_shape(const bt_synth_shape_t *s)
             bt_log_error("mkmodel: every dimension must be in 1..%d, found %d", 1 << 24, dims[i]);
             return BT_ERR_ARG;
         }
-    if (s->n_embd % s->n_head != 0 || s->n_head % s->n_head_kv != 0 ||
-        (s->n_embd / s->n_head) % 2 != 0) {
-        bt_log_error("mkmodel: n_embd %d, n_head %d, n_head_kv %d: heads must divide n_embd, kv "
-                     "heads must divide heads, and the head dim must be even",
+    if (s->head_dim < 0 || s->head_dim > (1 << 16) || s->head_dim % 2 != 0) {
+        bt_log_error("mkmodel: head dim %d must be even (rope turns pairs) and in 2..%d",
+                     s->head_dim, 1 << 16);
+        return BT_ERR_ARG;
+    }
+    if ((s->head_dim == 0 && (s->n_embd % s->n_head != 0 || (s->n_embd / s->n_head) % 2 != 0)) ||
+        s->n_head % s->n_head_kv != 0) {
+        bt_log_error("mkmodel: n_embd %d, n_head %d, n_head_kv %d: heads must divide n_embd "
+                     "(or give the head dim), kv heads must divide heads, and the head dim must "
+                     "be even",
                      s->n_embd, s->n_head, s->n_head_kv);
         return BT_ERR_ARG;
     }
-    const int head_dim = s->n_embd / s->n_head;
+    const int head_dim = bt_synth_head_dim(s);
     if (s->n_rot < 0 || s->n_rot > head_dim || s->n_rot % 2 != 0) {
         bt_log_error("mkmodel: n_rot %d must be even and at most the head dim %d (0: all of it)",
                      s->n_rot, head_dim);
+        return BT_ERR_ARG;
+    }
+    if (s->n_swa < 0 || (s->n_swa > 0 && !a->swa)) {
+        bt_log_error("mkmodel: sliding window %d: architecture %s %s", s->n_swa, a->name,
+                     a->swa ? "needs a window >= 0" : "has no sliding-window layers");
+        return BT_ERR_ARG;
+    }
+    if (s->rope_freqs_ctx < 0 || (s->rope_freqs_ctx > 0 && !a->rope_freqs)) {
+        bt_log_error("mkmodel: rope factors for context %d: architecture %s %s",
+                     s->rope_freqs_ctx, a->name,
+                     a->rope_freqs ? "needs a context >= 0" : "has no rope_freqs.weight");
         return BT_ERR_ARG;
     }
     return BT_OK;
@@ -106,42 +191,113 @@ static uint32_t fitting_type(uint32_t type, int64_t n_in)
     return n_in % bt_type_info(fallback)->block_size == 0 ? fallback : BT_TYPE_F32;
 }
 
-/* The tensors in file order; returns how many (at most cap). */
-static int list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_spec_t *t, int cap)
+/* The tensor list being built: specs up to cap (none when t is NULL), and
+ * the count and parameter total of all of them. */
+typedef struct tensor_list {
+    tensor_spec_t *t;
+    int cap, n;
+    uint64_t n_params;
+} tensor_list_t;
+
+static void add(tensor_list_t *l, const char *name, int64_t n_in, int64_t n_out, float mean,
+                float std, uint32_t type)
 {
-    const int64_t e = s->n_embd, hd = e / s->n_head, kv = hd * s->n_head_kv, ff = s->n_ff;
-    int n = 0;
-#define ADD(nm_fmt, il, in, out, mu, sd, ty)                                     \
-    do {                                                                         \
-        if (n < cap) {                                                           \
-            snprintf(t[n].name, sizeof t[n].name, nm_fmt, il);                   \
-            t[n].n_in = (in), t[n].n_out = (out), t[n].mean = (mu), t[n].std = (sd); \
-            t[n].type = (ty);                                                    \
-        }                                                                        \
-        n++;                                                                     \
-    } while (0)
-#define MAT(nm, il, in, out) \
-    ADD(nm, il, in, out, 0.0f, 1.0f / sqrtf((float)(in)), fitting_type(type, in))
-#define NORM(nm, il) ADD(nm, il, e, 1, 1.0f, 0.1f, BT_TYPE_F32)
-    ADD("token_embd.weight%.0d", 0, e, s->n_vocab, 0.0f, 1.0f, fitting_type(type, e));
-    for (int il = 0; il < s->n_layer; il++) {
-        NORM("blk.%d.attn_norm.weight", il);
-        MAT("blk.%d.attn_q.weight", il, e, e);
-        MAT("blk.%d.attn_k.weight", il, e, kv);
-        MAT("blk.%d.attn_v.weight", il, e, kv);
-        MAT("blk.%d.attn_output.weight", il, e, e);
-        NORM("blk.%d.ffn_norm.weight", il);
-        MAT("blk.%d.ffn_gate.weight", il, e, ff);
-        MAT("blk.%d.ffn_up.weight", il, e, ff);
-        MAT("blk.%d.ffn_down.weight", il, ff, e);
+    if (l->n < l->cap) {
+        tensor_spec_t *t = &l->t[l->n];
+        *t = (tensor_spec_t){.n_in = n_in, .n_out = n_out, .mean = mean, .std = std,
+                             .type = type};
+        snprintf(t->name, sizeof t->name, "%s", name);
     }
-    NORM("output_norm.weight%.0d", 0);
+    l->n++;
+    l->n_params += (uint64_t)n_in * (uint64_t)n_out;
+}
+
+static void add_matrix(tensor_list_t *l, const char *name, int64_t n_in, int64_t n_out,
+                       uint32_t type)
+{
+    add(l, name, n_in, n_out, 0.0f, 1.0f / sqrtf((float)n_in), fitting_type(type, n_in));
+}
+
+static int64_t dim_of(const bt_synth_shape_t *s, bt_dim_t d)
+{
+    const int64_t hd = bt_synth_head_dim(s);
+    switch (d) {
+    case BT_DIM_EMBD: return s->n_embd;
+    case BT_DIM_Q: return hd * s->n_head;
+    case BT_DIM_KV: return hd * s->n_head_kv;
+    case BT_DIM_FF: return s->n_ff;
+    case BT_DIM_HEAD: return hd;
+    case BT_DIM_ONE: break;
+    }
+    return 1;
+}
+
+/* The tensors in file order, as the family's row asks: token_embd,
+ * rope_freqs (when asked for), each layer's tensors in bt_lt_t order,
+ * output_norm, output (untied). Fills l; the shape is checked. */
+static void list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_list_t *l)
+{
+    const bt_arch_t *a = bt_arch_find(s->arch, strlen(s->arch));
+    const int64_t e = s->n_embd;
+    /* families that scale the embeddings by sqrt(n_embd) get rows of
+     * variance 1/n_embd, so the scaled input and a tied head's logits are
+     * of unit size as elsewhere */
+    add(l, "token_embd.weight", e, s->n_vocab, 0.0f, a->embd_scale ? 1.0f / sqrtf((float)e) : 1.0f,
+        fitting_type(type, e));
+    if (s->rope_freqs_ctx > 0) {
+        const int n_rot = s->n_rot > 0 ? s->n_rot : bt_synth_head_dim(s);
+        add(l, "rope_freqs.weight", n_rot / 2, 1, 0.0f, 0.0f, BT_TYPE_F32);
+        if (l->n <= l->cap)
+            l->t[l->n - 1].rope_freqs = true;
+    }
+    char name[64];
+    for (int il = 0; il < s->n_layer; il++)
+        for (int lt = 0; lt < BT_LT_COUNT; lt++) {
+            if (!(a->layer & BT_LT_BIT(lt)))
+                continue;
+            const bt_lt_info_t *info = &bt_lt_info[lt];
+            const int64_t n_in = dim_of(s, info->ne0), n_out = dim_of(s, info->ne1);
+            snprintf(name, sizeof name, "blk.%d.%s", il, info->suffix);
+            if (info->ne1 != BT_DIM_ONE)
+                add_matrix(l, name, n_in, n_out, type);
+            else if (lt == BT_LT_Q_BIAS || lt == BT_LT_K_BIAS || lt == BT_LT_V_BIAS)
+                add(l, name, n_in, 1, 0.0f, 0.1f, BT_TYPE_F32);
+            else /* a norm */
+                add(l, name, n_in, 1, 1.0f, 0.1f, BT_TYPE_F32);
+        }
+    add(l, "output_norm.weight", e, 1, 1.0f, 0.1f, BT_TYPE_F32);
     if (!s->tied)
-        MAT("output.weight%.0d", 0, e, s->n_vocab);
-#undef NORM
-#undef MAT
-#undef ADD
-    return n;
+        add_matrix(l, "output.weight", e, s->n_vocab, type);
+}
+
+uint64_t bt_synth_n_params(const bt_synth_shape_t *s)
+{
+    tensor_list_t l = {0};
+    if (bt_synth_check(s) != BT_OK)
+        return 0;
+    list_tensors(s, BT_TYPE_F32, &l);
+    return l.n_params;
+}
+
+/* rope_freqs.weight: the Llama 3 rule (llama.cpp's converter; the text is
+ * in ../shared/golden/README-dense.txt) with factor 8, low and high
+ * frequency factors 1 and 4 and original context ctx0, over the n pairs
+ * of a head's 2n rotated dims. */
+static void llama3_rope_factors(float *out, int64_t n, float base, int ctx0)
+{
+    const double factor = 8.0, low = 1.0, high = 4.0, pi = 3.14159265358979323846;
+    for (int64_t i = 0; i < n; i++) {
+        const double freq = pow((double)base, -(double)(2 * i) / (double)(2 * n));
+        const double wavelen = 2.0 * pi / freq;
+        if (wavelen < ctx0 / high) {
+            out[i] = 1.0f;
+        } else if (wavelen > ctx0 / low) {
+            out[i] = (float)factor;
+        } else {
+            const double smooth = (ctx0 / wavelen - low) / (high - low);
+            out[i] = (float)(1.0 / ((1.0 - smooth) / factor + smooth));
+        }
+    }
 }
 
 /* general.file_type (llama_ftype) for a model whose matrices are `type`. */
@@ -163,28 +319,52 @@ static uint32_t file_type_of(uint32_t type)
 }
 
 
+/* Sets "<arch>.<key>" (u32 or f32). */
+static bt_status_t set_arch_u32(bt_gguf_writer_t *w, const char *arch, const char *key, int v)
+{
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    return bt_gguf_writer_set_u32(w, k, (uint32_t)v);
+}
+
+static bt_status_t set_arch_f32(bt_gguf_writer_t *w, const char *arch, const char *key, float v)
+{
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    return bt_gguf_writer_set_f32(w, k, v);
+}
+
+/* The keys, in the order llama files have always had them; key_length,
+ * value_length and sliding_window only when the shape has them, so a llama
+ * file without them is the same bytes as before they existed. */
 static bt_status_t write_metadata(bt_gguf_writer_t *w, const bt_synth_shape_t *s, uint32_t type,
                                   uint64_t seed)
 {
     char name[96];
     snprintf(name, sizeof name, "baton synthetic %s %s seed %llu", s->name,
              bt_type_info(type)->name, (unsigned long long)seed);
+    const char *a = s->arch;
+    const int n_rot = s->n_rot > 0 ? s->n_rot : bt_synth_head_dim(s);
     bt_status_t st;
-    if ((st = bt_gguf_writer_set_str(w, "general.architecture", "llama")) ||
+    if ((st = bt_gguf_writer_set_str(w, "general.architecture", a)) ||
         (st = bt_gguf_writer_set_str(w, "general.name", name)) ||
         (st = bt_gguf_writer_set_u32(w, "general.file_type", file_type_of(type))) ||
-        (st = bt_gguf_writer_set_u32(w, "llama.context_length", (uint32_t)s->n_ctx_train)) ||
-        (st = bt_gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)s->n_embd)) ||
-        (st = bt_gguf_writer_set_u32(w, "llama.block_count", (uint32_t)s->n_layer)) ||
-        (st = bt_gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)s->n_ff)) ||
-        (st = bt_gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)s->n_head)) ||
-        (st = bt_gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)s->n_head_kv)) ||
-        (st = bt_gguf_writer_set_u32(w, "llama.rope.dimension_count",
-                                     (uint32_t)(s->n_rot > 0 ? s->n_rot
-                                                             : s->n_embd / s->n_head))) ||
-        (st = bt_gguf_writer_set_f32(w, "llama.rope.freq_base", s->rope_base)) ||
-        (st = bt_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", s->rms_eps)) ||
-        (st = bt_gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)s->n_vocab)) ||
+        (st = set_arch_u32(w, a, "context_length", s->n_ctx_train)) ||
+        (st = set_arch_u32(w, a, "embedding_length", s->n_embd)) ||
+        (st = set_arch_u32(w, a, "block_count", s->n_layer)) ||
+        (st = set_arch_u32(w, a, "feed_forward_length", s->n_ff)) ||
+        (st = set_arch_u32(w, a, "attention.head_count", s->n_head)) ||
+        (st = set_arch_u32(w, a, "attention.head_count_kv", s->n_head_kv)))
+        return st;
+    if (s->head_dim > 0 && ((st = set_arch_u32(w, a, "attention.key_length", s->head_dim)) ||
+                            (st = set_arch_u32(w, a, "attention.value_length", s->head_dim))))
+        return st;
+    if (s->n_swa > 0 && (st = set_arch_u32(w, a, "attention.sliding_window", s->n_swa)))
+        return st;
+    if ((st = set_arch_u32(w, a, "rope.dimension_count", n_rot)) ||
+        (st = set_arch_f32(w, a, "rope.freq_base", s->rope_base)) ||
+        (st = set_arch_f32(w, a, "attention.layer_norm_rms_epsilon", s->rms_eps)) ||
+        (st = set_arch_u32(w, a, "vocab_size", s->n_vocab)) ||
         (st = bt_gguf_writer_set_str(w, "tokenizer.ggml.model", "none")) ||
         (st = bt_gguf_writer_set_str(w, "baton.synth.shape", s->name)) ||
         (st = bt_gguf_writer_set_u32(w, "baton.synth.seed_lo", (uint32_t)seed)) ||
@@ -194,8 +374,8 @@ static bt_status_t write_metadata(bt_gguf_writer_t *w, const bt_synth_shape_t *s
 }
 
 /* Generates one tensor row by row into buf (its n_bytes) and writes it. */
-static bt_status_t write_tensor(bt_gguf_writer_t *w, const tensor_spec_t *t, uint64_t seed,
-                                float *row, uint8_t *buf)
+static bt_status_t write_tensor(bt_gguf_writer_t *w, const bt_synth_shape_t *s,
+                                const tensor_spec_t *t, uint64_t seed, float *row, uint8_t *buf)
 {
     const bt_type_info_t *ti = bt_type_info(t->type);
     uint64_t row_bytes;
@@ -203,7 +383,10 @@ static bt_status_t write_tensor(bt_gguf_writer_t *w, const tensor_spec_t *t, uin
     bt_rng_t r;
     rng_init(&r, seed, t->name);
     for (int64_t i = 0; i < t->n_out; i++) {
-        rng_fill(&r, row, t->n_in, t->mean, t->std);
+        if (t->rope_freqs)
+            llama3_rope_factors(row, t->n_in, s->rope_base, s->rope_freqs_ctx);
+        else
+            rng_fill(&r, row, t->n_in, t->mean, t->std);
         ti->from_float(buf + (size_t)i * row_bytes, row, t->n_in);
     }
     return bt_gguf_writer_write_tensor(w, buf, row_bytes * (uint64_t)t->n_out);
@@ -216,10 +399,12 @@ bt_status_t bt_synth_write(const char *path, const bt_synth_shape_t *s, uint32_t
         bt_log_error("mkmodel: type %u is not supported for writing", type);
         return BT_ERR_ARG;
     }
-    bt_status_t st = check_shape(s);
+    bt_status_t st = bt_synth_check(s);
     if (st != BT_OK)
         return st;
-    int n = list_tensors(s, type, NULL, 0);
+    tensor_list_t l = {0};
+    list_tensors(s, type, &l);
+    const int n = l.n;
     tensor_spec_t *specs = calloc((size_t)n, sizeof *specs);
     bt_gguf_writer_t *w = NULL;
     float *row = NULL;
@@ -228,7 +413,8 @@ bt_status_t bt_synth_write(const char *path, const bt_synth_shape_t *s, uint32_t
         st = BT_ERR_NOMEM;
         goto fail;
     }
-    list_tensors(s, type, specs, n);
+    l = (tensor_list_t){.t = specs, .cap = n};
+    list_tensors(s, type, &l);
     int64_t max_in = 0, max_elems = 0;
     for (int i = 0; i < n; i++) {
         max_in = specs[i].n_in > max_in ? specs[i].n_in : max_in;
@@ -254,7 +440,7 @@ bt_status_t bt_synth_write(const char *path, const bt_synth_shape_t *s, uint32_t
     if ((st = bt_gguf_writer_begin(w, path)))
         goto fail;
     for (int i = 0; i < n; i++)
-        if ((st = write_tensor(w, &specs[i], seed, row, buf)))
+        if ((st = write_tensor(w, s, &specs[i], seed, row, buf)))
             goto fail;
     st = bt_gguf_writer_finish(w);
 

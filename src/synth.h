@@ -1,13 +1,18 @@
 /*
- * synth.h: synthetic llama-family models with seeded random weights.
+ * synth.h: synthetic models of every family in the architecture table
+ * (arch.h) with seeded random weights.
  *
  * Named shapes give the dimensions of real models so benchmarks run with no
- * download; any field can be overridden before writing. Weights are uniform
- * with the variance of N(0, 1/fan_in) for matrices, N(0, 1) for token
- * embeddings and 1 + N(0, 0.01) for norm weights, so activations stay
- * finite through every layer. Each tensor has its own random stream derived
- * from (seed, tensor name), so the same seed gives the same weights for any
- * type, and a file is the same bytes every time.
+ * download; each has its family (general.architecture), and any field can
+ * be overridden before writing. A file holds every per-layer tensor its
+ * family's row requires (arch.h's `layer` bits, shapes from bt_lt_info),
+ * with `<arch>.` keys. Weights are uniform with the variance of
+ * N(0, 1/fan_in) for matrices, N(0, 1) for token embeddings (N(0, 1/n_embd)
+ * in families that scale them by sqrt(n_embd)), 1 + N(0, 0.01) for norm
+ * weights and N(0, 0.01) for biases, so activations stay finite through
+ * every layer. Each tensor has its own random stream derived from (seed,
+ * tensor name), so the same seed gives the same weights for any type, and a
+ * file is the same bytes every time.
  */
 #ifndef BT_SYNTH_H
 #define BT_SYNTH_H
@@ -19,24 +24,48 @@
 
 typedef struct bt_synth_shape {
     const char *name;
+    const char *arch; /* general.architecture, a row of arch.h; the prefix of the keys */
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx_train;
     float rope_base, rms_eps;
     bool tied; /* no output.weight: the head reuses token_embd */
-    int n_rot; /* llama.rope.dimension_count: rotated dims per head; 0: the head dim */
+    int n_rot; /* <arch>.rope.dimension_count: rotated dims per head; 0: the head dim */
+    int head_dim; /* <arch>.attention.key_length = value_length; 0: n_embd / n_head, and the
+                   * keys are written only by families that need them (gemma3) */
+    int n_swa; /* <arch>.attention.sliding_window (families with arch.h's swa); 0: none */
+    int rope_freqs_ctx; /* > 0: a rope_freqs.weight tensor of Llama 3 factors (factor 8,
+                         * low/high frequency factors 1 and 4) for this original context;
+                         * families with arch.h's rope_freqs only */
 } bt_synth_shape_t;
 
-/* Copies the named shape ("tiny", "smollm2-135m", "llama-1b") into *out;
- * BT_ERR_ARG with a message listing the names when unknown. */
+/* Copies the named shape ("tiny", "llama3-8b", "qwen3-0.6b", ...) into *out,
+ * in its own family; BT_ERR_ARG with a message listing the names when
+ * unknown. */
 bt_status_t bt_synth_shape(const char *name, bt_synth_shape_t *out);
+
+/* The same in family arch (NULL: the shape's own). A shape with a row for
+ * arch ("tiny" has one per family) takes that row; any other takes its own
+ * row's dimensions with the family's extras (gemma3: a sliding window of
+ * 512) and without the ones the family lacks. BT_ERR_ARG with a message
+ * listing the names when the shape or the family is unknown. */
+bt_status_t bt_synth_shape_arch(const char *name, const char *arch, bt_synth_shape_t *out);
 
 /* Names of the shapes, comma-separated, for usage lines. */
 const char *bt_synth_shape_names(void);
 
-/* Parameter count of a shape (matrices, embeddings and norms). */
+/* The head dim of a shape: head_dim, or n_embd / n_head when that is 0. */
+int bt_synth_head_dim(const bt_synth_shape_t *s);
+
+/* Parameter count of a shape: every element of every tensor the writer
+ * would write (the same list, so it holds for every family). */
 uint64_t bt_synth_n_params(const bt_synth_shape_t *s);
 
-/* Writes the model to path with every matrix in `type` (norms stay f32).
- * Checks the shape first (positive dims, heads dividing n_embd, ...). */
+/* BT_OK when the shape can be written: a known family, positive dims, kv
+ * heads dividing heads, an even head dim, the extras only in families that
+ * have them. Otherwise logs the value that is wrong and returns BT_ERR_ARG. */
+bt_status_t bt_synth_check(const bt_synth_shape_t *s);
+
+/* Writes the model to path with every matrix in `type` (vectors stay f32).
+ * Checks the shape first (bt_synth_check). */
 bt_status_t bt_synth_write(const char *path, const bt_synth_shape_t *s, uint32_t type,
                            uint64_t seed);
 

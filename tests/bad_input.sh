@@ -9,7 +9,8 @@
 # data), a wrong architecture, head counts that do not divide, a context of
 # 0 or larger than memory allows, a prompt longer than the context, -n
 # negative, -ub larger than -b, more ranks than layers, -ts with zeros or
-# the wrong count, ranks that see different model files, unwritable and
+# the wrong count, ranks that see different model files, baton-mkmodel
+# families and head dims it cannot write (exit 2), unwritable and
 # foreign HDF5 files, 0 threads, a non-numeric value for every numeric
 # flag, and an unknown BATON_ISA (on one rank of two too). Ends with the table: invocation -> message.
 set -u
@@ -21,6 +22,7 @@ if [ -z "$py" ]; then echo "SKIP: no python3 (makes the corrupted model files)";
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-bad-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 pass=0
+last_rc=0
 fail=0
 n=0
 ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
@@ -66,6 +68,7 @@ fails() {
         rc=$?
         left=$(left_behind "$tag")
     fi
+    last_rc=$rc
     local msg errors
     errors=$(cat "$tmp/err" "$tmp/out" | grep -c 'error:')
     msg=$(cat "$tmp/err" "$tmp/out" | grep -m1 'error:' | sed 's/^\[rank [0-9]*\] //')
@@ -376,7 +379,8 @@ fails 0 "^error: --kernel-bw-mib: 'x' is not an integer" "$bb" --kernels --kerne
 fails 0 "^error: --delay: 'x' is not a number of seconds" "$bb" -m "$m" --delay x
 fails 0 "^error: --kernel-time: 'x' is not a number of seconds" "$bb" --kernels --kernel-time x
 fails 0 "^error: -ts: 'x': item 1 is not a number" "$bb" -m "$m" -ts x
-for f in --n-vocab --n-embd --n-layer --n-head --n-head-kv --n-ff --n-ctx --n-rot; do
+for f in --n-vocab --n-embd --n-layer --n-head --n-head-kv --n-ff --n-ctx --n-rot --head-dim \
+    --swa --rope-freqs; do
     fails 0 "^error: $f: 'x' is not an integer" "$mk" "$f" x -o "$tmp/x.gguf"
 done
 fails 0 "^error: --seed: 'x' is not a 64-bit non-negative integer" "$mk" --seed x -o "$tmp/x.gguf"
@@ -384,6 +388,30 @@ fails 0 "^error: --rope-base: 'x' is not a positive number" "$mk" --rope-base x 
 fails 0 "^error: mkmodel: n_rot 6 must be even and at most the head dim 4 " \
     "$mk" --n-embd 16 --n-head 4 --n-rot 6 -o "$tmp/x.gguf"
 fails 0 "^error: mkmodel: n_rot 3 must be even" "$mk" --n-rot 3 -o "$tmp/x.gguf"
+# a family or shape baton-mkmodel cannot write: a usage error, exit 2, no file
+usage_exit() {
+    if [ "$last_rc" -eq 2 ] && [ ! -e "$tmp/x.gguf" ]; then ok "$n: exit 2, no file"; else
+        bad "$n: exit $last_rc (want 2), file $([ -e "$tmp/x.gguf" ] && echo written || echo none)"
+    fi
+    rm -f "$tmp/x.gguf"
+}
+fails 0 "^error: unknown architecture 'nope' \(known: llama, qwen2, qwen3, gemma3\)" \
+    "$mk" --arch nope -o "$tmp/x.gguf"
+usage_exit
+fails 0 "^error: mkmodel: head dim 33 must be even" "$mk" --arch qwen3 --head-dim 33 \
+    -o "$tmp/x.gguf"
+usage_exit
+fails 0 "^error: mkmodel: sliding window 8: architecture llama has no sliding-window layers" \
+    "$mk" --swa 8 -o "$tmp/x.gguf"
+usage_exit
+fails 0 "^error: mkmodel: rope factors for context 64: architecture qwen2 has no rope_freqs" \
+    "$mk" --arch qwen2 --rope-freqs 64 -o "$tmp/x.gguf"
+usage_exit
+fails 0 "^error: mkmodel: n_rot 34 must be even and at most the head dim 32 " \
+    "$mk" --arch gemma3 --n-rot 34 -o "$tmp/x.gguf"
+usage_exit
+fails 0 "^error: unknown model shape 'nope' \(known: tiny, " "$mk" --shape nope -o "$tmp/x.gguf"
+usage_exit
 
 echo
 echo "Bad input table ($n invocations; \$TMP is a fresh temporary folder):"

@@ -47,6 +47,22 @@ for type in f32 q8_0; do
     fi
     rm -f "$m"
 done
+# every family's tiny file through the command line (check_synth reads
+# them back); --arch llama is the default's bytes
+for arch in llama qwen2 qwen3 gemma3; do
+    m="$tmp/tiny-$arch.gguf"
+    if out=$(timeout 60 "$bin/baton-mkmodel" --shape tiny --arch "$arch" --type q8_0 -o "$m" \
+        2>"$tmp/err") && [ "$out" = "$m" ] && [ -s "$m" ] &&
+        grep -q "^wrote $m: shape tiny, $arch, q8_0, " "$tmp/err"; then
+        ok "mkmodel --shape tiny --arch $arch: $(wc -c <"$m") bytes"
+    else
+        bad "mkmodel --shape tiny --arch $arch"; cat "$tmp/err"
+    fi
+done
+timeout 60 "$bin/baton-mkmodel" --shape tiny --type q8_0 -o "$tmp/tiny-default.gguf" >/dev/null 2>&1
+if cmp -s "$tmp/tiny-default.gguf" "$tmp/tiny-llama.gguf"; then ok "mkmodel --arch llama = default"
+else bad "mkmodel --arch llama differs from the default"; fi
+rm -f "$tmp"/tiny-*.gguf
 m="$tmp/tiny.gguf"
 timeout 60 "$bin/baton-mkmodel" --shape tiny --n-layer 3 --type bf16 --seed 9 -o "$m" >/dev/null
 a=$(timeout 60 "$bin/baton" -m "$m" --tokens 5,6,7 -n 4 -t 1 2>/dev/null)
