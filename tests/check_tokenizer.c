@@ -11,8 +11,9 @@
  *              (tests/data/spm-tiny.gguf, spm-tiny-tokenizer.txt)
  *   gemma3:    Gemma 3's real 262144-token SPM vocabulary against ids from
  *              sentencepiece (tests/data/gemma3-tokenizer.txt) and against
- *              llama.cpp's prompt ids in golden/gemma3-270m-greedy.txt;
- *              only with --gemma3 (tests/tokenizer_gemma3.sh)
+ *              llama.cpp's prompt ids in golden/gemma3-270m-greedy.txt,
+ *              and its --chat turns as ids; only with --gemma3
+ *              (tests/tokenizer_gemma3.sh)
  *
  * Data files are found under $BT_SRCDIR (else the source tree this was
  * built from); the SmolLM2 model at $BT_SMOLLM2, else
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat.h"
 #include "gguf.h"
 #include "testutil.h"
 #include "tokenizer.h"
@@ -954,6 +956,29 @@ START_TEST(test_gemma3_golden_prompts)
 }
 END_TEST
 
+/* --chat on the Gemma 3 base file (no chat_template key): the Gemma format,
+ * whose markers are single control tokens of this vocabulary. */
+START_TEST(test_gemma3_chat)
+{
+    bt_gguf_t *g;
+    ck_assert_int_eq(bt_gguf_open(gemma3_path(), &g), BT_OK);
+    ck_assert_ptr_null(bt_gguf_find_kv(g, "tokenizer.chat_template"));
+    ck_assert_int_eq(bt_chat_format(g), BT_CHAT_GEMMA);
+    bt_gguf_close(g);
+    bt_tokenizer_t *t = gemma3_load();
+    char *s = bt_chat_turn(BT_CHAT_GEMMA, "Hi", NULL, true);
+    EXPECT(t, s, true, true, 2, 105, 2364, 107, 10979, 106, 107, 105, 4368, 107);
+    free(s);
+    s = bt_chat_turn(BT_CHAT_GEMMA, "And 3+3?", NULL, false);
+    EXPECT(t, s, false, true, 106, 107, 105, 2364, 107, 3133, 236743, 236800, 236862, 236800,
+           236881, 106, 107, 105, 4368, 107);
+    free(s);
+    /* the reply stops at <end_of_turn> */
+    ck_assert(bt_tokenizer_is_eog(t, 106));
+    bt_tokenizer_free(t);
+}
+END_TEST
+
 /* ---- spm-ref ---- */
 
 START_TEST(test_spm_reference)
@@ -1010,6 +1035,7 @@ static Suite *gemma3_suite(void)
     tcase_add_test(tc, test_gemma3_load);
     tcase_add_test(tc, test_gemma3_reference);
     tcase_add_test(tc, test_gemma3_golden_prompts);
+    tcase_add_test(tc, test_gemma3_chat);
     suite_add_tcase(s, tc);
     return s;
 }
