@@ -56,7 +56,7 @@ typedef struct batch {
     /* rank 0: what a request needs */
     bt_tokenizer_t *tok;    /* NULL never after setup; BT_TOKENIZER_NONE: ids only */
     bt_detok_t *detok;      /* NULL for a model without a vocabulary */
-    bool chatml;
+    bt_chat_format_t chat;  /* the model's chat format */
     char *template_system;  /* the chat template's system message, or NULL */
     uint64_t job_seed;
     /* rank 0: requests in flight; slot_of_line maps a line to its pool entry */
@@ -324,9 +324,9 @@ static bool get_prompt(const batch_t *b, const fields_t *f, int line, request_t 
         return fail(e, line, "system", "needs \"chat\": true");
     if (bt_tokenizer_kind(b->tok) == BT_TOKENIZER_NONE)
         return fail(e, line, "prompt", "%s has no tokenizer: give \"tokens\"", b->o->model);
-    if (chat && !b->chatml)
-        return fail(e, line, "chat", "%s has no ChatML chat template", b->o->model);
-    char *text = chat ? bt_chat_turn(prompt, system ? system : b->template_system, true)
+    if (chat && b->chat == BT_CHAT_NONE)
+        return fail(e, line, "chat", "%s has no ChatML or Gemma chat template", b->o->model);
+    char *text = chat ? bt_chat_turn(b->chat, prompt, system ? system : b->template_system, true)
                       : strdup(prompt);
     if (text == NULL)
         return fail(e, line, "prompt", "out of memory");
@@ -696,7 +696,7 @@ static bt_status_t setup_rank0(batch_t *b)
         st = bt_detok_init(b->tok, 0, &b->detok);
     if (st != BT_OK)
         return st;
-    b->chatml = bt_chat_is_chatml(b->pipe.model->gguf);
+    b->chat = bt_chat_format(b->pipe.model->gguf);
     b->template_system = bt_chat_template_system(b->pipe.model->gguf);
     const size_t P = (size_t)o->n_parallel;
     const size_t R = (size_t)b->n_lines + 1; /* >= the requests, whatever the file does */

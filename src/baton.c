@@ -1,7 +1,7 @@
 /*
  * baton: llama inference as a pipeline over MPI ranks.
  *   mpirun -np S baton -m MODEL.gguf -p "text" -n 64            text in, text out
- *   mpirun -np S baton -m MODEL.gguf --chat -p "question"         ChatML chat turn
+ *   mpirun -np S baton -m MODEL.gguf --chat -p "question"         one chat turn
  *   mpirun -np S baton -m MODEL.gguf --chat -i                     chat on stdin
  *   mpirun -np S baton -m MODEL.gguf --tokens 1,2,3 -n 8           token ids in, ids out
  *   mpirun -np S baton -m MODEL.gguf --batch-file REQ.jsonl -o OUT.jsonl   many requests
@@ -66,7 +66,7 @@ static void usage(FILE *f)
             "                            unless --temp is given, no stop at end-of-generation,\n"
             "                            -n decode steps, prints the N+1 chosen ids)\n"
             "  -n, --n-predict N         tokens to generate (default 128; --tokens: 16 steps)\n"
-            "      --chat                wrap turns in the model's ChatML template\n"
+            "      --chat                wrap turns in the model's chat template (ChatML, Gemma)\n"
             "  -sys, --system-prompt T   system message for --chat (default: the template's)\n"
             "  -i, --interactive         read turns from stdin, keeping the KV cache\n"
             "      --temp T              temperature (default 0.8; 0 = greedy)\n"
@@ -313,6 +313,7 @@ typedef struct run_state {
     bt_tokenizer_t *tok;
     bt_sampler_t *sampler;
     bt_detok_t *detok;
+    bt_chat_format_t chat; /* --chat: the model's format */
     FILE *dump;
     int pos;            /* next free position in the KV cache */
     /* rank 0: the generation in progress */
@@ -421,11 +422,12 @@ static bt_status_t turn(run_state_t *r, const int32_t *ids, int n, int n_limit)
 
 /* ---- text and chat ---- */
 
-/* The text of one user turn: ChatML around it for --chat (the system block
- * on the first turn, closing the previous reply on later ones). */
+/* The text of one user turn: the model's chat template around it for
+ * --chat (the system message on the first turn, closing the previous reply
+ * on later ones). */
 static char *turn_text(const run_state_t *r, const char *msg, const char *system, bool first)
 {
-    return r->o->chat ? bt_chat_turn(msg, system, first) : strdup(msg);
+    return r->o->chat ? bt_chat_turn(r->chat, msg, system, first) : strdup(msg);
 }
 
 /* Rank 0 reads one line of stdin (without the newline); every rank gets it.
@@ -584,10 +586,12 @@ static bt_status_t prepare(run_state_t *r)
                          "as --tokens ID,ID,...", o->model);
         st = BT_ERR_UNSUPPORTED;
     }
-    if (st == BT_OK && o->chat && !bt_chat_is_chatml(p->model->gguf)) {
+    r->chat = bt_chat_format(p->model->gguf);
+    if (st == BT_OK && o->chat && r->chat == BT_CHAT_NONE) {
         if (p->rank == 0)
-            bt_log_error("--chat: %s has no ChatML chat template (tokenizer.chat_template); "
-                         "only ChatML (<|im_start|>role ...<|im_end|>) is supported", o->model);
+            bt_log_error("--chat: %s has no chat template baton knows (tokenizer.chat_template "
+                         "absent or neither ChatML <|im_start|> nor Gemma <start_of_turn>, and "
+                         "the architecture is not gemma3)", o->model);
         st = BT_ERR_UNSUPPORTED;
     }
     /* one seed for all: rank 0 draws it unless given */

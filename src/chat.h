@@ -1,8 +1,15 @@
 /*
- * chat.h: the model's ChatML chat template (<|im_start|>role\n...<|im_end|>)
- * around user turns, shared by baton's --chat and its batch requests.
- * Only ChatML is supported; a model's template is read from
- * tokenizer.chat_template in its GGUF metadata.
+ * chat.h: the model's chat template around user turns, shared by baton's
+ * --chat and its batch requests. Two formats are known:
+ *   ChatML  <|im_start|>role\n...<|im_end|>\n   (SmolLM2, Qwen, ...)
+ *   Gemma   <start_of_turn>role\n...<end_of_turn>\n, the assistant's role
+ *           written "model", no system role: a system message opens the
+ *           first user turn, followed by a blank line; contents trimmed of
+ *           surrounding white space (llama.cpp's built-in "gemma" format)
+ * The format is read from tokenizer.chat_template in the GGUF metadata (by
+ * the markers it contains); a file without that key whose
+ * general.architecture is "gemma3" (Gemma 3 base models ship none) gets the
+ * Gemma format. Anything else has no format baton can use.
  */
 #ifndef BT_CHAT_H
 #define BT_CHAT_H
@@ -11,18 +18,30 @@
 
 #include "gguf.h"
 
-/* Whether the model's chat template is ChatML. */
-bool bt_chat_is_chatml(const bt_gguf_t *g);
+typedef enum bt_chat_format {
+    BT_CHAT_NONE = 0,   /* no template, or one baton does not know */
+    BT_CHAT_CHATML = 1,
+    BT_CHAT_GEMMA = 2,
+} bt_chat_format_t;
 
-/* The template's default system message: the text between
+/* The model's chat format (see above); never fails. */
+bt_chat_format_t bt_chat_format(const bt_gguf_t *g);
+
+/* "none", "chatml", "gemma"; never NULL. */
+const char *bt_chat_format_name(bt_chat_format_t f);
+
+/* The template's default system message: for ChatML the text between
  * "<|im_start|>system\n" and the next "<|im_end|>", malloc'd (the caller
- * frees it); NULL when the template has none (or out of memory). */
+ * frees it); NULL when the template has none (Gemma templates never do) or
+ * out of memory. */
 char *bt_chat_template_system(const bt_gguf_t *g);
 
-/* The ChatML text of one user turn, malloc'd (the caller frees it); NULL
- * when out of memory. first: the conversation's first turn, with the
- * system block when system is not NULL or empty; later turns close the
- * previous reply first. */
-char *bt_chat_turn(const char *msg, const char *system, bool first);
+/* The text of one user turn in format f, ending with the opening of the
+ * assistant's reply, malloc'd (the caller frees it); NULL when out of
+ * memory or f is BT_CHAT_NONE. first: the conversation's first turn, with
+ * the system message when system is not NULL or empty; later turns first
+ * close the previous reply (whose end-of-turn token ended generation and
+ * was not fed). */
+char *bt_chat_turn(bt_chat_format_t f, const char *msg, const char *system, bool first);
 
 #endif /* BT_CHAT_H */

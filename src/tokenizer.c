@@ -466,9 +466,13 @@ static void mark_eog(bt_tokenizer_t *t)
         ("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),
         "<end_of_utterance>",
     };
+    /* "</s>" is on llama.cpp's list for paddleocr; it applies to every
+     * vocabulary, so Gemma 3's user-defined HTML tag "</s>" (212) becomes a
+     * control token that ends generation there too. */
     static const char *const eog_names[] = {
         "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-        "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+        "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>",
+        "<end_of_utterance>",
     };
     /* FIM pad, repo and file-separator tokens also end generation. */
     static const char *const fim_groups[3][5] = {

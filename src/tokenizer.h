@@ -114,7 +114,9 @@ bool bt_tokenizer_add_bos(const bt_tokenizer_t *t);
 bool bt_tokenizer_add_eos(const bt_tokenizer_t *t);
 /* End of generation: EOS, EOT, and the tokens llama.cpp stops on by their
  * text (<|im_end|>, <|endoftext|>, <|eot_id|>, <end_of_turn>, <|end|>,
- * <|eom_id|>, FIM pad/repo/sep, ...). False for ids out of range. */
+ * <|eom_id|>, </s>, FIM pad/repo/sep, ...), which are also re-typed as
+ * control tokens (so Gemma's user-defined "</s>" is matched in text only
+ * with parse_special). False for ids out of range. */
 bool bt_tokenizer_is_eog(const bt_tokenizer_t *t, int32_t id);
 /* The token's type; BT_TOKEN_UNDEFINED for ids out of range. Tokens that
  * llama.cpp treats as EOG by their text count as CONTROL. */

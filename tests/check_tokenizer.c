@@ -9,11 +9,17 @@
  *              only with --smollm2 (tests/tokenizer_smollm2.sh)
  *   spm-ref:   a SentencePiece BPE vocabulary against sentencepiece's ids
  *              (tests/data/spm-tiny.gguf, spm-tiny-tokenizer.txt)
+ *   gemma3:    Gemma 3's real 262144-token SPM vocabulary against ids from
+ *              sentencepiece (tests/data/gemma3-tokenizer.txt) and against
+ *              llama.cpp's prompt ids in golden/gemma3-270m-greedy.txt,
+ *              and its --chat turns as ids; only with --gemma3
+ *              (tests/tokenizer_gemma3.sh)
  *
  * Data files are found under $BT_SRCDIR (else the source tree this was
  * built from); the SmolLM2 model at $BT_SMOLLM2, else
- * <srcdir>/models/SmolLM2-135M-Instruct.Q4_1.gguf (--smollm2 skips, exit 77,
- * when it is absent).
+ * <srcdir>/models/SmolLM2-135M-Instruct.Q4_1.gguf, the Gemma 3 model at
+ * $BT_GEMMA3, else <srcdir>/models/gemma-3-270m-q4_k_m.gguf (--smollm2 and
+ * --gemma3 skip, exit 77, when theirs is absent).
  */
 #include <check.h>
 #include <stdbool.h>
@@ -21,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat.h"
 #include "gguf.h"
 #include "testutil.h"
 #include "tokenizer.h"
@@ -536,7 +543,7 @@ static size_t unescape(char *s)
 
 typedef struct ref_case {
     const char *pre;  /* smollm2 only */
-    bool special;     /* smollm2 only */
+    bool special;     /* smollm2, gemma3: MODE "special" (parse_special) */
     char *text;
     size_t len;
     int32_t ids[512];
@@ -544,7 +551,8 @@ typedef struct ref_case {
 } ref_case_t;
 
 /* Reads a data file's cases; fields: n_fields tab-separated, the last two
- * TEXT and IDS. Returns the count; *buf owns the strings. */
+ * TEXT and IDS, before them MODE (3 or 4 fields), before that PRE (4).
+ * Returns the count; *buf owns the strings. */
 static int read_cases(const char *name, int n_fields, ref_case_t *cases, int max, char **buf)
 {
     char path[700];
@@ -571,7 +579,7 @@ static int read_cases(const char *name, int n_fields, ref_case_t *cases, int max
             }
         }
         c->pre = n_fields == 4 ? f[0] : NULL;
-        c->special = n_fields == 4 && strcmp(f[1], "special") == 0;
+        c->special = n_fields >= 3 && strcmp(f[n_fields - 3], "special") == 0;
         c->text = f[n_fields - 2];
         c->len = unescape(c->text);
         c->n = 0;
@@ -776,6 +784,201 @@ START_TEST(test_smollm2_reference)
 }
 END_TEST
 
+/* ---- gemma3 ---- */
+
+/* Where the Gemma 3 model is: $BT_GEMMA3, else <srcdir>/models/. */
+static const char *gemma3_path(void)
+{
+    static char path[700];
+    const char *env = getenv("BT_GEMMA3");
+    if (env != NULL && *env != '\0')
+        snprintf(path, sizeof path, "%s", env);
+    else
+        snprintf(path, sizeof path, "%s/models/gemma-3-270m-q4_k_m.gguf", tu_srcdir());
+    return path;
+}
+
+static bt_tokenizer_t *gemma3_load(void)
+{
+    bt_gguf_t *g;
+    ck_assert_int_eq(bt_gguf_open(gemma3_path(), &g), BT_OK);
+    bt_tokenizer_t *t;
+    ck_assert_int_eq(bt_tokenizer_load(g, &t), BT_OK);
+    bt_gguf_close(g);
+    return t;
+}
+
+START_TEST(test_gemma3_load)
+{
+    bt_gguf_t *g;
+    ck_assert_int_eq(bt_gguf_open(gemma3_path(), &g), BT_OK);
+    bt_tokenizer_t *t;
+    double best = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = bt_now();
+        ck_assert_int_eq(bt_tokenizer_load(g, &t), BT_OK);
+        double dt = bt_now() - t0;
+        best = dt < best ? dt : best;
+        if (rep < 4)
+            bt_tokenizer_free(t);
+    }
+    fprintf(stderr, "gemma3: tokenizer load (262144 tokens): best of 5 %.1f ms\n", best * 1e3);
+    /* a time is reported, never asserted: the machine may be slow or shared */
+    bt_gguf_close(g);
+
+    /* README-gemma3.txt, "Tokenizer" */
+    ck_assert_int_eq(bt_tokenizer_kind(t), BT_TOKENIZER_SPM);
+    ck_assert_int_eq(bt_tokenizer_n_vocab(t), 262144);
+    ck_assert_int_eq(bt_tokenizer_bos(t), 2);
+    ck_assert_int_eq(bt_tokenizer_eos(t), 1);
+    ck_assert_int_eq(bt_tokenizer_eot(t), 106); /* <end_of_turn> by its text */
+    ck_assert_int_eq(bt_tokenizer_unk(t), 3);
+    ck_assert_int_eq(bt_tokenizer_pad(t), 0);
+    ck_assert(bt_tokenizer_add_bos(t));
+    ck_assert(!bt_tokenizer_add_eos(t));
+    int n_type[8] = {0};
+    for (int32_t id = 0; id < 262144; id++)
+        n_type[bt_tokenizer_token_type(t, id)]++;
+    /* 6249 control, 165 user-defined in the file; llama.cpp re-types the
+     * user-defined "</s>" (212) as control because it ends generation */
+    ck_assert_int_eq(n_type[BT_TOKEN_NORMAL], 255474);
+    ck_assert_int_eq(n_type[BT_TOKEN_CONTROL], 6249 + 1);
+    ck_assert_int_eq(n_type[BT_TOKEN_USER_DEFINED], 165 - 1);
+    ck_assert_int_eq(n_type[BT_TOKEN_BYTE], 256);
+    ck_assert_str_eq(bt_tokenizer_token_text(t, 212), "</s>");
+    ck_assert_int_eq(bt_tokenizer_token_type(t, 212), BT_TOKEN_CONTROL);
+    /* end of generation: <eos>, <end_of_turn>, </s>; not <start_of_turn> */
+    for (int32_t id = 0; id < 262144; id++)
+        ck_assert_int_eq(bt_tokenizer_is_eog(t, id), id == 1 || id == 106 || id == 212);
+    ck_assert_int_eq(bt_tokenizer_find(t, "<start_of_turn>", 15), 105);
+    ck_assert_int_eq(bt_tokenizer_find(t, "<0x00>", 6), 238);
+    ck_assert_int_eq(bt_tokenizer_find(t, "<0xFF>", 6), 493);
+    /* no space prefix: "The" at the start is 818 "The", not "\u2581The" */
+    EXPECT(t, "The", true, true, 2, 818);
+    /* user-defined whitespace runs are split out without parse_special */
+    EXPECT(t, "\n\n", false, false, 108);
+    EXPECT(t, "x    y", false, false, 236781, 140, 236762);
+    /* control tokens only with parse_special; </s> is control now */
+    EXPECT(t, "<end_of_turn>", false, true, 106);
+    EXPECT(t, "</s>", false, true, 212);
+    /* pieces: control tokens are empty unless special, bytes are bytes */
+    char buf[32];
+    ck_assert_int_eq(bt_tokenizer_piece(t, 106, false, buf, sizeof buf), 0);
+    ck_assert_int_eq(bt_tokenizer_piece(t, 106, true, buf, sizeof buf), 13);
+    ck_assert_int_eq(bt_tokenizer_piece(t, 140, false, buf, sizeof buf), 4);
+    ck_assert(memcmp(buf, "    ", 4) == 0);
+    ck_assert_int_eq(bt_tokenizer_piece(t, 238 + 0xF3, false, buf, sizeof buf), 1);
+    ck_assert_int_eq((uint8_t)buf[0], 0xF3);
+    ck_assert_int_eq(bt_tokenizer_piece(t, 563, false, buf, sizeof buf), 3);
+    ck_assert(memcmp(buf, " is", 3) == 0);
+
+    /* encoding speed on 64 KiB of code and prose (reported, not asserted):
+     * every one of the 6414 special tokens is searched for in the text */
+    static const char chunk[] = "def fibonacci(n):\n    if n < 2:\n        return n\n"
+                                "The capital of France is Paris.\t\u4f60\u597d\n\n";
+    size_t len = 0, cap = 64 * 1024;
+    char *text = malloc(cap);
+    while (len + sizeof chunk - 1 <= cap) {
+        memcpy(text + len, chunk, sizeof chunk - 1);
+        len += sizeof chunk - 1;
+    }
+    int32_t *ids;
+    int n;
+    double t0 = bt_now();
+    ck_assert_int_eq(bt_tokenizer_encode(t, text, len, true, true, &ids, &n), BT_OK);
+    fprintf(stderr, "gemma3: encode of %zu bytes: %d tokens in %.1f ms\n", len, n,
+            (bt_now() - t0) * 1e3);
+    free(ids);
+    free(text);
+    bt_tokenizer_free(t);
+}
+END_TEST
+
+START_TEST(test_gemma3_reference)
+{
+    static ref_case_t cases[64];
+    char *buf;
+    int n = read_cases("gemma3-tokenizer.txt", 3, cases, 64, &buf);
+    ck_assert_int_ge(n, 20);
+    bt_tokenizer_t *t = gemma3_load();
+    int n_bad = 0;
+    for (int i = 0; i < n; i++)
+        n_bad += !check_case(t, &cases[i], cases[i].special,
+                             cases[i].special ? BT_DETOK_SPECIAL : 0,
+                             cases[i].special ? "gemma3 special" : "gemma3 plain");
+    fprintf(stderr, "gemma3: %d reference cases, %d differ\n", n, n_bad);
+    ck_assert_int_eq(n_bad, 0);
+    bt_tokenizer_free(t);
+    free(buf);
+}
+END_TEST
+
+/* llama.cpp's own ids for the two golden prompts (add_special and
+ * parse_special, as the references were made). */
+START_TEST(test_gemma3_golden_prompts)
+{
+    size_t size;
+    char *data = tu_read_file(tu_golden_path("gemma3-270m-greedy.txt"), &size);
+    ck_assert(data != NULL);
+    data = realloc(data, size + 1);
+    data[size] = '\0';
+    bt_tokenizer_t *t = gemma3_load();
+    int n_prompts = 0;
+    char *prompt = NULL;
+    for (char *line = strtok(data, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "prompt: \"", 9) == 0) {
+            /* a JSON string; these two need only \n and \" unescaped */
+            prompt = line + 9;
+            char *end = strrchr(prompt, '"');
+            ck_assert(end != NULL);
+            *end = '\0';
+            unescape(prompt);
+        } else if (strncmp(line, "prompt_ids: ", 12) == 0) {
+            ck_assert(prompt != NULL);
+            int32_t want[64];
+            int n_want = 0;
+            for (char *q = line + 12; n_want < 64;) {
+                char *end;
+                long id = strtol(q, &end, 10);
+                if (end == q)
+                    break;
+                want[n_want++] = (int32_t)id;
+                q = *end == ',' ? end + 1 : end;
+            }
+            expect_ids(t, prompt, true, true, want, n_want);
+            n_prompts++;
+            prompt = NULL;
+        }
+    }
+    ck_assert_int_eq(n_prompts, 2);
+    bt_tokenizer_free(t);
+    free(data);
+}
+END_TEST
+
+/* --chat on the Gemma 3 base file (no chat_template key): the Gemma format,
+ * whose markers are single control tokens of this vocabulary. */
+START_TEST(test_gemma3_chat)
+{
+    bt_gguf_t *g;
+    ck_assert_int_eq(bt_gguf_open(gemma3_path(), &g), BT_OK);
+    ck_assert_ptr_null(bt_gguf_find_kv(g, "tokenizer.chat_template"));
+    ck_assert_int_eq(bt_chat_format(g), BT_CHAT_GEMMA);
+    bt_gguf_close(g);
+    bt_tokenizer_t *t = gemma3_load();
+    char *s = bt_chat_turn(BT_CHAT_GEMMA, "Hi", NULL, true);
+    EXPECT(t, s, true, true, 2, 105, 2364, 107, 10979, 106, 107, 105, 4368, 107);
+    free(s);
+    s = bt_chat_turn(BT_CHAT_GEMMA, "And 3+3?", NULL, false);
+    EXPECT(t, s, false, true, 106, 107, 105, 2364, 107, 3133, 236743, 236800, 236862, 236800,
+           236881, 106, 107, 105, 4368, 107);
+    free(s);
+    /* the reply stops at <end_of_turn> */
+    ck_assert(bt_tokenizer_is_eog(t, 106));
+    bt_tokenizer_free(t);
+}
+END_TEST
+
 /* ---- spm-ref ---- */
 
 START_TEST(test_spm_reference)
@@ -823,6 +1026,20 @@ static Suite *smollm2_suite(void)
     return s;
 }
 
+/* The suite that needs the real Gemma 3 model (the --gemma3 run). */
+static Suite *gemma3_suite(void)
+{
+    Suite *s = suite_create("tokenizer (Gemma 3)");
+    TCase *tc = tcase_create("gemma3");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_gemma3_load);
+    tcase_add_test(tc, test_gemma3_reference);
+    tcase_add_test(tc, test_gemma3_golden_prompts);
+    tcase_add_test(tc, test_gemma3_chat);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
 static Suite *tokenizer_suite(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -850,15 +1067,22 @@ static Suite *tokenizer_suite(void)
 }
 
 /* check_tokenizer: every suite that needs only the repository.
- * check_tokenizer --smollm2: the SmolLM2 vocabulary; exits 77 (a skip)
- * when the model has not been fetched. */
+ * check_tokenizer --smollm2 / --gemma3: the SmolLM2 / Gemma 3 vocabulary;
+ * exits 77 (a skip) when the model has not been fetched. */
 int main(int argc, char **argv)
 {
     const bool smollm2 = argc > 1 && strcmp(argv[1], "--smollm2") == 0;
+    const bool gemma3 = argc > 1 && strcmp(argv[1], "--gemma3") == 0;
     if (smollm2 && access(smollm2_path(), R_OK) != 0) {
         printf("SKIP: SmolLM2 tokenizer: model not found at %s (set BT_SMOLLM2, or run "
                "scripts/fetch-smollm2)\n",
                smollm2_path());
+        return 77;
+    }
+    if (gemma3 && access(gemma3_path(), R_OK) != 0) {
+        printf("SKIP: Gemma 3 tokenizer: model gemma-3-270m-q4_k_m.gguf not found at %s (set "
+               "BT_GEMMA3, or run scripts/fetch-gemma3)\n",
+               gemma3_path());
         return 77;
     }
     tmpdir = tu_mkdtemp();
@@ -866,7 +1090,9 @@ int main(int argc, char **argv)
         perror("mkdtemp");
         return 1;
     }
-    int failed = tu_run(smollm2 ? smollm2_suite() : tokenizer_suite());
+    int failed = tu_run(smollm2  ? smollm2_suite()
+                        : gemma3 ? gemma3_suite()
+                                 : tokenizer_suite());
     tu_rmdir_all(tmpdir);
     return failed == 0 ? 0 : 1;
 }
