@@ -70,13 +70,18 @@ typedef struct golden_case {
     const char *name, *arch;
     bool tied;
     int32_t ids[9];
+    double tol; /* max abs on all 40 rows (tests/data/README.md) */
 } golden_case_t;
 
 static const golden_case_t golden_cases[] = {
-    {"tiny-llama-golden-f32", "llama", false, {235, 206, 155, 56, 69, 202, 167, 91, 210}},
-    {"tiny-llama3-ropefreqs-golden", "llama", false, {86, 112, 138, 173, 73, 160, 201, 194, 5}},
-    {"tiny-qwen2-golden", "qwen2", false, {118, 141, 80, 46, 37, 246, 33, 5, 241}},
-    {"tiny-qwen3-golden", "qwen3", false, {189, 247, 71, 234, 105, 228, 10, 83, 141}},
+    {"tiny-llama-golden-f32", "llama", false, {235, 206, 155, 56, 69, 202, 167, 91, 210}, 1e-4},
+    {"tiny-llama3-ropefreqs-golden", "llama", false, {86, 112, 138, 173, 73, 160, 201, 194, 5},
+     1e-4},
+    {"tiny-qwen2-golden", "qwen2", false, {118, 141, 80, 46, 37, 246, 33, 5, 241}, 1e-4},
+    {"tiny-qwen3-golden", "qwen3", false, {189, 247, 71, 234, 105, 228, 10, 83, 141}, 1e-4},
+    /* sliding window 8 over 40 positions; llama.cpp's GELU goes through an
+     * fp16 table, baton's is exact: 2.1e-3 apart, a window off by one 4.0 */
+    {"tiny-gemma3-swa-golden", "gemma3", true, {118, 118, 118, 118, 118, 118, 118, 113, 113}, 1e-2},
 };
 #define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
 
@@ -108,8 +113,8 @@ static void golden_check(const golden_case_t *g, const bt_ops_t *ops, int ubatch
     for (int i = 0; i < 9; i++)
         ck_assert_msg(ids[i] == g->ids[i], "%s %s: greedy id %d is %d, llama.cpp's %d", g->name,
                       ops->name, i, ids[i], g->ids[i]);
-    ck_assert_msg(max_diff <= 1e-4, "%s %s: logits differ from llama.cpp's by %g (> 1e-4)",
-                  g->name, ops->name, max_diff);
+    ck_assert_msg(max_diff <= g->tol, "%s %s: logits differ from llama.cpp's by %g (> %g)",
+                  g->name, ops->name, max_diff, g->tol);
     free(rows);
     free(ref);
     bt_model_free(m);
