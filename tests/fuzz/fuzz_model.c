@@ -11,8 +11,10 @@
  * scalar reference kernels or the fast ones and an f32 or f16 KV cache
  * (chosen by the input's size, so a given input always takes the same
  * path). Hostile but consistent
- * shapes (head counts, rope dims, key lengths, vocab sizes) then reach the
- * kernels, where AddressSanitizer watches every buffer.
+ * shapes (head counts, rope dims, key lengths, vocab sizes, sliding
+ * windows, the tensors of every architecture in the table: the seed
+ * corpus has a model of each) then reach the kernels, where
+ * AddressSanitizer watches every buffer.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -9,8 +9,8 @@ bytes.
   python3 tests/fuzz/make-seeds.py --models build/baton-mkmodel tests/fuzz/corpus/model
 
 The second form writes whole small models for fuzz_model with baton's own
-writer (baton-mkmodel: 1-2 layers, n_embd 32, every 32-block type, at
-most 16 KB), so that a forward pass runs on them.
+writer (baton-mkmodel: 1-2 layers, n_embd 32, every 32-block type, every
+architecture of the table, at most 24 KB), so that a forward pass runs on them.
 
 Valid: byte-level BPE vocabularies ("gpt2") with merges, special tokens and
 each pre-tokenizer family (smollm, llama3, qwen2, gpt2, none named);
@@ -204,6 +204,12 @@ MODELS = {
     "model-f16.gguf": ["--type", "f16"],
     "model-bf16.gguf": ["--type", "bf16", "--n-vocab", "8"],
     "model-q4_1-untied-2l.gguf": ["--type", "q4_1", "--n-layer", "2", "--untied"],
+    # the other families of the architecture table
+    "model-llama-ropefreqs.gguf": ["--type", "q8_0", "--rope-freqs", "16"],
+    "model-qwen2-q8_0.gguf": ["--arch", "qwen2", "--type", "q8_0"],
+    "model-qwen3-hd32.gguf": ["--arch", "qwen3", "--type", "q4_0", "--head-dim", "32"],
+    "model-gemma3-2l-swa1.gguf": ["--arch", "gemma3", "--type", "q8_0", "--n-layer", "2",
+                                  "--swa", "1"],
 }
 
 
