@@ -310,13 +310,20 @@ bt_status_t bt_forward_layers(bt_forward_t *f, float *x, int n_tok, int pos0)
     return bt_forward_rows(f, x, f->rows, n_tok);
 }
 
+/* logits = output . xn for n rows of f->xn, softcapped where the model says. */
+static void head_logits(bt_forward_t *f, int n, float *logits)
+{
+    const bt_hparams_t *hp = &f->m->hp;
+    f->ops->matmul(logits, &f->m->output, f->xn, n, &f->scratch);
+    if (hp->logit_softcap > 0.0f)
+        bt_softcap_f32(logits, hp->logit_softcap, (int64_t)n * hp->n_vocab);
+}
+
 void bt_forward_head(bt_forward_t *f, const float *x, int n_rows, float *logits)
 {
     const bt_hparams_t *hp = &f->m->hp;
     bt_rmsnorm_f32(f->xn, x, f->m->out_norm, n_rows, hp->n_embd, hp->rms_eps);
-    f->ops->matmul(logits, &f->m->output, f->xn, n_rows, &f->scratch);
-    if (hp->logit_softcap > 0.0f)
-        bt_softcap_f32(logits, hp->logit_softcap, (int64_t)n_rows * hp->n_vocab);
+    head_logits(f, n_rows, logits);
 }
 
 void bt_forward_head_rows(bt_forward_t *f, const float *x, const int *idx, int n, float *logits)
@@ -326,7 +333,5 @@ void bt_forward_head_rows(bt_forward_t *f, const float *x, const int *idx, int n
     for (int i = 0; i < n; i++)
         bt_rmsnorm_f32(f->xn + i * e, x + (size_t)idx[i] * e, f->m->out_norm, 1, hp->n_embd,
                        hp->rms_eps);
-    f->ops->matmul(logits, &f->m->output, f->xn, n, &f->scratch);
-    if (hp->logit_softcap > 0.0f)
-        bt_softcap_f32(logits, hp->logit_softcap, (int64_t)n * hp->n_vocab);
+    head_logits(f, n, logits);
 }

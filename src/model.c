@@ -495,14 +495,13 @@ static bt_status_t bind_layer(bt_model_t *m, int il, bt_layer_t *l)
 
 static bt_status_t bind_all(bt_model_t *m)
 {
-    const bt_hparams_t *hp = &m->hp;
     bt_status_t st;
     m->tied = bt_gguf_find_tensor(m->gguf, "output.weight") == NULL;
     if (m->with_embed || (m->with_head && m->tied))
         m->tok_embd = matrix_of(bind_tensor(m, "token_embd.weight"));
     if (m->last > m->first) {
         const bt_gguf_tensor_t *f = bind_tensor(m, "rope_freqs.weight");
-        m->rope_factors = f != NULL && hp->arch->rope_freqs ? f->data : NULL;
+        m->rope_factors = f != NULL ? f->data : NULL; /* check_tensors: only where allowed */
     }
     for (int il = m->first; il < m->last; il++)
         if ((st = bind_layer(m, il, &m->layers[il - m->first])))

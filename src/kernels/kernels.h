@@ -1,5 +1,5 @@
 /*
- * kernels.h: the math of a llama layer, behind one ops table.
+ * kernels.h: the math of a transformer layer, behind one ops table.
  *
  * Kernels know nothing of files, models, MPI or stages. Each op exists as
  * a plain scalar reference (bt_ops_ref) and a fast path (bt_ops_exact:
