@@ -361,9 +361,14 @@ static int layer_tensor_kind(const bt_gguf_str_t name, int *il)
         return -1;
     memcpy(buf, name.ptr, name.len);
     buf[name.len] = '\0';
-    char *end;
+    char *end, canon[16];
     long n = strtol(buf + 4, &end, 10);
-    if (end == buf + 4 || *end != '.' || n < 0 || n > DIM_MAX || buf[4] == '+' || buf[4] == '-')
+    if (end == buf + 4 || *end != '.' || n < 0 || n > DIM_MAX)
+        return -1;
+    /* only the number as printf writes it ("blk.01." or "blk.+1." would
+     * pass the check and then not be found by bind) */
+    int len = snprintf(canon, sizeof canon, "%ld", n);
+    if (end - (buf + 4) != len || memcmp(canon, buf + 4, (size_t)len) != 0)
         return -1;
     *il = (int)n;
     for (int t = 0; t < BT_LT_COUNT; t++)
