@@ -1668,6 +1668,192 @@ START_TEST(test_add)
 }
 END_TEST
 
+/* gelu (tanh form) in double, 1 + tanh(y) as 2 / (1 + e^-2y) so that it
+ * does not cancel for y << 0; *y_out, *t_out: y and tanh(y). */
+static double gelu_ref(double z, double *y_out, double *t_out)
+{
+    const double y = sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z);
+    *y_out = y;
+    *t_out = tanh(y);
+    return 0.5 * z * (2.0 / (1.0 + exp(-2.0 * y)));
+}
+
+/* The bound on the f32 formula 0.5 z (1 + tanhf(k z (1 + c z^2))) times up:
+ * y has 7 roundings (k and c as floats, four products, one sum), |dy| <=
+ * 8u |y|; tanhf is within 2 ulp <= 4u |T| (glibc); 1 + T, 0.5 z s and the
+ * product with up round once each. With s = 1 + T and ds = (1 - T^2) dy =
+ * (1 - T) s dy, the error of g = z s / 2 is
+ *   |g| ((1 - T) 8u |y| + 3u) + 0.5 |z| 4u |T|,
+ * relative (about 11u) for z >= 0 (where (1 - T)|y| <= 0.38), and for z < 0
+ * absolute where tanhf's last bits decide 1 + T (z < -3: tanhf(y) = -1 and
+ * the result 0 stand in for |g| < 2u |z|). Then times |up|, plus u of the
+ * product and a subnormal's spacing. */
+static double geglu_tol(double z, double up)
+{
+    double y, t;
+    const double g = gelu_ref(z, &y, &t);
+    return (fabs(g) * ((1.0 - t) * 8 * U * fabs(y) + 4 * U) + 2 * U * fabs(z) * fabs(t)) *
+               fabs(up) + 0x1p-148;
+}
+
+START_TEST(test_geglu)
+{
+    enum { SWEEP = 1 << 16 };
+    rng_t r = rng_make(1700);
+    float *g = xmalloc(SWEEP * sizeof(float)), *g0 = xmalloc(SWEEP * sizeof(float));
+    float *u = xmalloc(SWEEP * sizeof(float));
+    for (int pass = 0; pass < 4; pass++) {
+        for (int i = 0; i < SWEEP; i++) {
+            switch (pass) {
+            case 0: g0[i] = (float)(-12.0 + 24.0 * i / (SWEEP - 1.0)); u[i] = 1.0f; break;
+            case 1: g0[i] = rng_unif(&r, -6.0f, 6.0f); u[i] = rng_unif(&r, -3.0f, 3.0f); break;
+            case 2: /* finite, any sign and exponent */
+                g0[i] = f32_from_bits(rng_u32(&r) % 0x7f800000u | (i & 1 ? 0x80000000u : 0));
+                u[i] = 1.0f;
+                break;
+            default: g0[i] = rng_unif(&r, -1e4f, 1e4f); u[i] = rng_unif(&r, -2.0f, 2.0f); break;
+            }
+        }
+        memcpy(g, g0, SWEEP * sizeof(float));
+        bt_geglu_f32(g, u, SWEEP);
+        for (int i = 0; i < SWEEP; i++) {
+            double y, t;
+            const double want = gelu_ref(g0[i], &y, &t) * u[i], tol = geglu_tol(g0[i], u[i]);
+            CHECK_MSG(fabs((double)g[i] - want) <= tol,
+                      "pass %d: gelu(%a) * %g = %a, want %.17g (tol %.3g)", pass, (double)g0[i],
+                      (double)u[i], (double)g[i], want, tol);
+        }
+    }
+    /* where the result is large the bound is relative: 1e-6 for z >= 0.5 */
+    for (int i = 0; i < SWEEP; i++) {
+        g0[i] = (float)(0.5 + 1e3 * i / (double)SWEEP);
+        u[i] = 1.0f;
+    }
+    memcpy(g, g0, SWEEP * sizeof(float));
+    bt_geglu_f32(g, u, SWEEP);
+    for (int i = 0; i < SWEEP; i++) {
+        double y, t;
+        const double want = gelu_ref(g0[i], &y, &t);
+        CHECK_MSG(fabs(g[i] - want) <= 16 * U * want, "gelu(%.9g) = %.9g, want %.17g",
+                  (double)g0[i], (double)g[i], want);
+    }
+    free(u);
+    free(g0);
+    free(g);
+    /* specials: large |z| saturates to z and to 0, nan and inf pass */
+    static const struct {
+        float z, gelu;
+    } sp[] = {
+        {0.0f, 0.0f},    {-0.0f, -0.0f},       {20.0f, 20.0f},      {1e10f, 1e10f},
+        {FLT_MAX, FLT_MAX}, {INFINITY, INFINITY}, {-20.0f, -0.0f},   {-1e10f, -0.0f},
+        {-FLT_MAX, -0.0f},
+    };
+    for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++) {
+        float gk = sp[k].z, uk = 1.0f;
+        bt_geglu_f32(&gk, &uk, 1);
+        CHECK_MSG(gk == sp[k].gelu && signbit(gk) == signbit(sp[k].gelu), "gelu(%a) = %a, want %a",
+                  (double)sp[k].z, (double)gk, (double)sp[k].gelu);
+    }
+    float nans[3] = {NAN, -NAN, 1.0f}, nu[3] = {1.0f, 2.0f, NAN};
+    bt_geglu_f32(nans, nu, 3);
+    CHECK_MSG(isnan(nans[0]) && isnan(nans[1]) && isnan(nans[2]), "nan in: %g %g %g",
+              (double)nans[0], (double)nans[1], (double)nans[2]);
+    /* n smaller than the array: the rest untouched */
+    float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    bt_geglu_f32(a, b, 3);
+    ck_assert(a[3] == 4.0f && a[7] == 8.0f && a[0] != 1.0f);
+}
+END_TEST
+
+/* softcap c tanh(x / c): the quotient, tanhf (2 ulp) and the product: the
+ * error is <= (1 - T^2) |x| u + 5u |c T|; saturates at +-c; nan stays nan. */
+START_TEST(test_softcap)
+{
+    enum { N = 4099 };
+    static const float caps[] = {30.0f, 50.0f, 0.5f};
+    rng_t r = rng_make(1800);
+    float *x0 = xmalloc(N * sizeof(float)), *x = xmalloc(N * sizeof(float));
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        const float cap = caps[c];
+        fill(x0, N, &r, -4.0f * cap, 4.0f * cap);
+        memcpy(x, x0, N * sizeof(float));
+        bt_softcap_f32(x, cap, N - 1);
+        for (int i = 0; i < N - 1; i++) {
+            const double t = tanh((double)x0[i] / cap), want = cap * t;
+            const double tol = (1 - t * t) * fabs(x0[i]) * U + 5 * U * fabs(want) + 1e-45;
+            CHECK_MSG(fabs(x[i] - want) <= tol, "cap %g: softcap(%.9g) = %.9g, want %.17g",
+                      (double)cap, (double)x0[i], (double)x[i], want);
+            CHECK_MSG(fabsf(x[i]) <= cap, "cap %g: |softcap(%g)| = %g > cap", (double)cap,
+                      (double)x0[i], (double)x[i]);
+        }
+        ck_assert(f32_bits(x[N - 1]) == f32_bits(x0[N - 1]));
+        float sp[5] = {0.0f, INFINITY, -INFINITY, 1e30f, NAN};
+        bt_softcap_f32(sp, cap, 5);
+        CHECK_MSG(sp[0] == 0.0f && sp[1] == cap && sp[2] == -cap && sp[3] == cap && isnan(sp[4]),
+                  "cap %g: specials %g %g %g %g %g", (double)cap, (double)sp[0], (double)sp[1],
+                  (double)sp[2], (double)sp[3], (double)sp[4]);
+    }
+    free(x);
+    free(x0);
+}
+END_TEST
+
+/* add_rows and scale: one f32 operation per element, so exactly that. */
+START_TEST(test_add_rows_scale)
+{
+    enum { ROWS = 5, N = 13 };
+    float x0[ROWS * N], x[ROWS * N], b[N];
+    rng_t r = rng_make(1900);
+    fill(x0, ROWS * N, &r, -5.0f, 5.0f);
+    fill(b, N, &r, -5.0f, 5.0f);
+    memcpy(x, x0, sizeof x);
+    bt_add_rows_f32(x, b, ROWS - 1, N);
+    for (int t = 0; t < ROWS; t++)
+        for (int i = 0; i < N; i++) {
+            const float want = t < ROWS - 1 ? x0[t * N + i] + b[i] : x0[t * N + i];
+            CHECK_MSG(f32_bits(x[t * N + i]) == f32_bits(want), "add_rows row %d [%d]: %a != %a",
+                      t, i, (double)x[t * N + i], (double)want);
+        }
+    static const float cs[] = {0.0625f, 25.298221f, -3.0f};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        memcpy(x, x0, sizeof x);
+        bt_scale_f32(x, cs[c], ROWS * N - 2);
+        for (int i = 0; i < ROWS * N; i++) {
+            const float want = i < ROWS * N - 2 ? x0[i] * cs[c] : x0[i];
+            CHECK_MSG(f32_bits(x[i]) == f32_bits(want), "scale %g [%d]: %a != %a", (double)cs[c],
+                      i, (double)x[i], (double)want);
+        }
+    }
+}
+END_TEST
+
+/* rmsnorm in place (out == x, as the q/k norms and post-norms run) gives
+ * the bits of out of place. */
+START_TEST(test_rmsnorm_in_place)
+{
+    static const int ns[] = {1, 3, 7, 8, 9, 16, 20, 256, 576, 4095};
+    rng_t r = rng_make(2000);
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+        const int n = ns[a], rows = 4;
+        float *x = xmalloc((size_t)rows * n * sizeof(float));
+        float *y = xmalloc((size_t)rows * n * sizeof(float));
+        float *out = xmalloc((size_t)rows * n * sizeof(float));
+        float *w = xmalloc((size_t)n * sizeof(float));
+        fill(x, (size_t)rows * n, &r, -30.0f, 30.0f);
+        fill(w, (size_t)n, &r, -2.0f, 2.0f);
+        bt_rmsnorm_f32(out, x, w, rows, n, 1e-6f);
+        memcpy(y, x, (size_t)rows * n * sizeof(float));
+        bt_rmsnorm_f32(y, y, w, rows, n, 1e-6f);
+        CHECK_MSG(memcmp(y, out, (size_t)rows * n * sizeof(float)) == 0,
+                  "n %d: in place differs from out of place", n);
+        free(w);
+        free(out);
+        free(y);
+        free(x);
+    }
+}
+END_TEST
+
 /* Invariant 1 for the element-wise kernels: a row's result does not depend
  * on how many rows the call has or where the row sits in it. Each kernel
  * runs on all rows at once, then on chunks of 1, 3 and 2 rows in turn, and
@@ -1782,6 +1968,10 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_rope_scaling);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_add);
+    tcase_add_test(tc, test_geglu);
+    tcase_add_test(tc, test_softcap);
+    tcase_add_test(tc, test_add_rows_scale);
+    tcase_add_test(tc, test_rmsnorm_in_place);
     tcase_add_test(tc, test_elementwise_rows);
     suite_add_tcase(s, tc);
     return s;
