@@ -6,9 +6,13 @@
  *   matmul:      bt_ops_exact vs bt_ops_ref vs double for every supported type,
  *                awkward shapes, 1-3 threads, padded rows
  *   attention:   cpu vs ref vs softmax(q.k/sqrt(d)) v in double; GQA, odd
- *                head_dim, pos0 > 0, causality, 1-3 threads
- *   invariance:  one batch vs micro-batches vs thread counts -> bitwise equal
- *   elementwise: rmsnorm, rope, swiglu, add against double formulas
+ *                head_dim, pos0 > 0, causality, 1-3 threads; sliding
+ *                windows (1, 3, 7, past the context) and their edge key
+ *   invariance:  one batch vs micro-batches vs thread counts -> bitwise equal,
+ *                with and without a window
+ *   elementwise: rmsnorm (in place too), rope (NORM and NEOX pairs, factors,
+ *                linear scaling), swiglu, geglu, softcap, add, add_rows,
+ *                scale against double formulas
  *
  * Tolerances are derived, not tuned: a float dot product of n terms in any
  * order (FMA or not) is within gamma(n) * sum |w_k x_k| of the exact value,
