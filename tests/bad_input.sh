@@ -12,7 +12,9 @@
 # the wrong count, ranks that see different model files, baton-mkmodel
 # families and head dims it cannot write (exit 2), unwritable and
 # foreign HDF5 files, 0 threads, a non-numeric value for every numeric
-# flag, and an unknown BATON_ISA (on one rank of two too). Ends with the table: invocation -> message.
+# flag, and an unknown BATON_ISA (on one rank of two too); on 2 ranks, a
+# model family's file with a required tensor missing, a key baton does not
+# implement, yarn rope scaling, an unknown architecture. Ends with the table: invocation -> message.
 set -u
 bin=${BT_BUILDDIR:-$(pwd)}
 launcher=${MPIEXEC:-$(command -v mpirun || true)}
@@ -300,6 +302,74 @@ fails 2 "BATON_ISA: 'AVX2' is not one of auto, avx512, avx2, sse2" env BATON_ISA
     "$bb" -m "$m" -p 8 -n 0 -r 1
 fails 0 "BATON_ISA: 'neon' is not one of auto, avx512, avx2, sse2" env BATON_ISA=neon \
     "$bb" --kernels --kernel-shapes tiny
+
+# ---- a model family's strict loading (on 2 ranks: every rank refuses, one reports) ----
+golden_dir=${BT_GOLDEN_DIR:-${BT_SRCDIR:-$(dirname "$0")/..}/tests/data/golden}
+"$py" - "$golden_dir/tiny-qwen2-golden.gguf" "$tmp" <<'PY'
+# Rewrites the qwen2 golden file with one change each: a required tensor
+# left out, a key baton does not implement, yarn rope scaling.
+import struct, sys
+src, out = sys.argv[1], sys.argv[2]
+d = open(src, 'rb').read()
+o = 0
+def u(f):
+    global o
+    v = struct.unpack_from('<' + f, d, o)[0]; o += struct.calcsize('<' + f); return v
+def skip(t):
+    global o
+    if t == 8: n = u('Q'); o += n; return
+    if t == 9:
+        et, n = u('I'), u('Q')
+        for _ in range(n): skip(et)
+        return
+    o += {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t]
+def s(b): return struct.pack('<Q', len(b)) + b
+assert u('I') == 0x46554747
+version = u('I'); n_tensors = u('Q'); n_kv = u('Q')
+kvs, align = [], 32
+for _ in range(n_kv):
+    k = d[o + 8:o + 8 + u('Q')]; o += len(k); t = u('I'); at = o; skip(t)
+    kvs.append((k, t, d[at:o]))
+    if k == b'general.alignment': align = struct.unpack('<I', d[at:o])[0]
+infos = []
+for _ in range(n_tensors):
+    name = d[o + 8:o + 8 + u('Q')]; o += len(name)
+    nd = u('I'); ne = [u('Q') for _ in range(nd)]; typ = u('I'); off = u('Q')
+    infos.append([name, ne, typ, off])
+data = (o + align - 1) // align * align
+ends = sorted(i[3] for i in infos)[1:] + [len(d) - data]
+chunk = {i[3]: d[data + i[3]:data + e] for i, e in zip(sorted(infos, key=lambda i: i[3]), ends)}
+def write(name, drop=None, kv_set=()):
+    ks = [(k, t, v) for k, t, v in kvs if k not in [a for a, _, _ in kv_set]] + list(kv_set)
+    ts = [i for i in infos if i[0] != drop]
+    h = struct.pack('<IIQQ', 0x46554747, version, len(ts), len(ks))
+    h += b''.join(s(k) + struct.pack('<I', t) + v for k, t, v in ks)
+    body, off = b'', 0
+    for name_, ne, typ, old in ts:
+        h += s(name_) + struct.pack('<I', len(ne)) + b''.join(struct.pack('<Q', n) for n in ne)
+        h += struct.pack('<IQ', typ, off)
+        body += chunk[old]; off += len(chunk[old])
+    h += bytes((-len(h)) % align)
+    open('%s/%s.gguf' % (out, name), 'wb').write(h + body)
+write('q2-same')
+write('q2-missing', drop=b'blk.1.attn_k.bias')
+write('q2-key', kv_set=[(b'qwen2.attention.logit_softcapping', 6, struct.pack('<f', 30.0))])
+write('q2-yarn', kv_set=[(b'qwen2.rope.scaling.type', 8, s(b'yarn')),
+                         (b'qwen2.rope.scaling.factor', 6, struct.pack('<f', 4.0))])
+PY
+if cmp -s "$tmp/q2-same.gguf" "$golden_dir/tiny-qwen2-golden.gguf"; then
+    ok "the qwen2 golden file rewritten without a change is byte for byte the same"
+else
+    bad "the qwen2 golden file rewritten without a change differs (the rewriter is wrong)"
+fi
+fails 2 "q2-missing.gguf: tensor 'blk.1.attn_k.bias' is missing \(architecture 'qwen2'\)" \
+    "$b" -m "$tmp/q2-missing.gguf" --tokens 1,2
+fails 2 "q2-key.gguf: key 'qwen2.attention.logit_softcapping' is not supported for architecture 'qwen2'" \
+    "$b" -m "$tmp/q2-key.gguf" --tokens 1,2
+fails 2 "q2-yarn.gguf: qwen2.rope.scaling.type = 'yarn' is not supported" \
+    "$bb" -m "$tmp/q2-yarn.gguf" -p 8 -n 0 -r 1
+fails 2 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3, gemma3\)" \
+    "$b" -m "$tmp/arch.gguf" --tokens 1
 
 # ---- ranks: more than layers, -ts, different files ----
 fails 5 "cannot split 4 layers over 5 stages" "$b" -m "$m" --tokens 1,2

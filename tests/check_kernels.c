@@ -6,9 +6,13 @@
  *   matmul:      bt_ops_exact vs bt_ops_ref vs double for every supported type,
  *                awkward shapes, 1-3 threads, padded rows
  *   attention:   cpu vs ref vs softmax(q.k/sqrt(d)) v in double; GQA, odd
- *                head_dim, pos0 > 0, causality, 1-3 threads
- *   invariance:  one batch vs micro-batches vs thread counts -> bitwise equal
- *   elementwise: rmsnorm, rope, swiglu, add against double formulas
+ *                head_dim, pos0 > 0, causality, 1-3 threads; sliding
+ *                windows (1, 3, 7, past the context) and their edge key
+ *   invariance:  one batch vs micro-batches vs thread counts -> bitwise equal,
+ *                with and without a window
+ *   elementwise: rmsnorm (in place too), rope (NORM and NEOX pairs, factors,
+ *                linear scaling), swiglu, geglu, softcap, add, add_rows,
+ *                scale against double formulas
  *
  * Tolerances are derived, not tuned: a float dot product of n terms in any
  * order (FMA or not) is within gamma(n) * sum |w_k x_k| of the exact value,
@@ -719,13 +723,14 @@ END_TEST
 /* Calls ops->attention with keys given as rows [n_ctx][n_kv * hd], as the
  * oracle reads them: transposes them into the kernel's [n_kv * hd][n_ctx],
  * in f32 or, for kv_type BT_TYPE_F16, converted to f16 (exact for values
- * that kv_round has rounded). */
-static void call_attention(const bt_ops_t *ops, float *out, const float *q, const float *k_rows,
-                           const float *v, uint32_t kv_type, int n_tok, int pos0, int n_head,
-                           int n_kv, int hd, int n_ctx, const bt_scratch_t *s)
+ * that kv_round has rounded). The shape is *pa; its k_stride is n_ctx. */
+static void call_attention_a(const bt_ops_t *ops, float *out, const float *q, const float *k_rows,
+                             const float *v, uint32_t kv_type, int n_tok, int pos0,
+                             const bt_attn_t *pa, const bt_scratch_t *s)
 {
-    const size_t kvd = (size_t)n_kv * hd, n = (size_t)n_ctx * kvd;
-    const bt_attn_t a = {n_head, n_kv, hd, n_ctx, 0, 1.0f / sqrtf((float)hd)};
+    const bt_attn_t a = *pa;
+    const int n_ctx = a.k_stride;
+    const size_t kvd = (size_t)a.n_head_kv * a.head_dim, n = (size_t)n_ctx * kvd;
     float *kt = xmalloc(n * sizeof(float));
     for (int j = 0; j < n_ctx; j++)
         for (size_t c = 0; c < kvd; c++)
@@ -743,6 +748,15 @@ static void call_attention(const bt_ops_t *ops, float *out, const float *q, cons
         ops->attention(out, q, kt, v, kv_type, n_tok, pos0, &a, s);
     }
     free(kt);
+}
+
+/* Full causal attention (no window) with the usual scale 1 / sqrt(hd). */
+static void call_attention(const bt_ops_t *ops, float *out, const float *q, const float *k_rows,
+                           const float *v, uint32_t kv_type, int n_tok, int pos0, int n_head,
+                           int n_kv, int hd, int n_ctx, const bt_scratch_t *s)
+{
+    const bt_attn_t a = {n_head, n_kv, hd, n_ctx, 0, 1.0f / sqrtf((float)hd)};
+    call_attention_a(ops, out, q, k_rows, v, kv_type, n_tok, pos0, &a, s);
 }
 
 /* Rounds n values to f16 in place, so an f16 cache holds them exactly. */
@@ -803,19 +817,23 @@ END_TEST
 
 /* ==== attention ==== */
 
-/* softmax(q.k / sqrt(d)) v for query t, head h, in double, with a bound on
+/* softmax(scale q.k) v for query t, head h, in double, over the keys it
+ * sees (j <= p and, with a window w > 0, p - j < w), with a bound on
  * the error of any f32 implementation that computes the dots in some order
  * (score error delta_j), exp/scale/subtract to a few ulp, and the weighted
  * sum of values in some order:
  *   weights p_j off by a factor exp(eps_j), |eps_j| <= E
  *   -> |out - exact| <= (2.2 E + gamma(n_keys + 16) + 4u) * sum p|v| / sum p. */
 static void attn_oracle(double *o, double *tol, const float *q, const float *k, const float *v,
-                        int t, int pos0, int h, int n_head, int n_kv, int hd)
+                        int t, int pos0, int h, int n_head, int n_kv, int hd, int window,
+                        double scale)
 {
-    const int group = n_head / n_kv, kvh = h / group, n_keys = pos0 + t + 1;
+    const int p = pos0 + t, j0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    const int group = n_head / n_kv, kvh = h / group, n_keys = p + 1 - j0;
     const size_t kvd = (size_t)n_kv * hd;
     const float *qh = q + ((size_t)t * n_head + h) * hd;
-    const double scale = 1.0 / sqrt((double)hd);
+    k += (size_t)j0 * kvd; /* key and value j are position j0 + j */
+    v += (size_t)j0 * kvd;
     double *sc = xmalloc((size_t)n_keys * sizeof(double));
     double *del = xmalloc((size_t)n_keys * sizeof(double));
     double max = -INFINITY, dmax = 0;
@@ -888,7 +906,8 @@ static void attn_case(int n_head, int n_kv, int hd, int pos0, int n_tok, int n_c
                        &s);
         for (int t = 0; t < n_tok; t++)
             for (int h = 0; h < n_head; h++) {
-                attn_oracle(o, tol, q, k, v, t, pos0, h, n_head, n_kv, hd);
+                attn_oracle(o, tol, q, k, v, t, pos0, h, n_head, n_kv, hd, 0,
+                            1.0 / sqrt((double)hd));
                 for (int d = 0; d < hd; d++) {
                     size_t i = ((size_t)t * n_head + h) * hd + d;
                     double c = out_cpu[i], rf = out_ref[i];
@@ -1003,6 +1022,210 @@ START_TEST(test_attention_edges)
                       d, (double)out[d], (double)v[HD + d]);
         free(s.buf);
     }
+}
+END_TEST
+
+/* ==== sliding-window attention ==== */
+
+/* One windowed case: cpu (1 and 3 threads) and ref against the double
+ * oracle over the keys [p - w + 1, p], as in attn_case; window 1 leaves one
+ * key of weight 1, so out = v[p] exactly; a window past the context is no
+ * window, bit for bit. Rows of the cache past the batch are nan. */
+static void attn_window_case(int n_head, int n_kv, int hd, int pos0, int n_tok, int window,
+                             float scale, uint32_t kv_type, rng_t *r)
+{
+    const int n_ctx = pos0 + n_tok + 2;
+    const size_t qd = (size_t)n_head * hd, kvd = (size_t)n_kv * hd, nq = (size_t)n_tok * qd;
+    float *q = xmalloc(nq * sizeof(float));
+    float *k = xmalloc((size_t)n_ctx * kvd * sizeof(float));
+    float *v = xmalloc((size_t)n_ctx * kvd * sizeof(float));
+    float *out_ref = xmalloc(nq * sizeof(float)), *out_cpu = xmalloc(nq * sizeof(float));
+    float *out_all = xmalloc(nq * sizeof(float));
+    double *o = xmalloc((size_t)hd * sizeof(double)), *tol = xmalloc((size_t)hd * sizeof(double));
+    fill(q, nq, r, -2.0f, 2.0f);
+    fill(k, (size_t)n_ctx * kvd, r, -2.0f, 2.0f);
+    fill(v, (size_t)n_ctx * kvd, r, -1.0f, 1.0f);
+    if (kv_type == BT_TYPE_F16) {
+        kv_round(k, (size_t)n_ctx * kvd);
+        kv_round(v, (size_t)n_ctx * kvd);
+    }
+    for (size_t i = (size_t)(pos0 + n_tok) * kvd; i < (size_t)n_ctx * kvd; i++)
+        k[i] = v[i] = NAN;
+    const bt_attn_t a = {n_head, n_kv, hd, n_ctx, window, scale};
+    const bt_attn_t all = {n_head, n_kv, hd, n_ctx, 0, scale};
+    const char *what[2] = {"ref", "cpu"};
+    for (int nth = 1; nth <= 3; nth += 2) {
+        bt_scratch_t s = scratch_make(1, pos0 + n_tok, nth);
+        memset(out_ref, 0xff, nq * sizeof(float));
+        memset(out_cpu, 0xff, nq * sizeof(float));
+        call_attention_a(&bt_ops_ref, out_ref, q, k, v, kv_type, n_tok, pos0, &a, &s);
+        call_attention_a(&bt_ops_cpu, out_cpu, q, k, v, kv_type, n_tok, pos0, &a, &s);
+        for (int t = 0; t < n_tok; t++)
+            for (int h = 0; h < n_head; h++) {
+                attn_oracle(o, tol, q, k, v, t, pos0, h, n_head, n_kv, hd, window,
+                            (double)scale);
+                const int kvh = h / (n_head / n_kv);
+                for (int d = 0; d < hd; d++) {
+                    const size_t i = ((size_t)t * n_head + h) * hd + d;
+                    const double c = out_cpu[i], rf = out_ref[i];
+                    CHECK_MSG(fabs(c - o[d]) <= tol[d] && fabs(rf - o[d]) <= tol[d] &&
+                                  fabs(c - rf) <= 2 * tol[d],
+                              "window %d heads %d/%d hd %d pos0 %d n_tok %d kv %u threads %d: "
+                              "t %d h %d d %d: cpu %.9g ref %.9g exact %.9g (tol %.3g)",
+                              window, n_head, n_kv, hd, pos0, n_tok, (unsigned)kv_type, nth, t,
+                              h, d, c, rf, o[d], tol[d]);
+                    if (window == 1) {
+                        const float want = v[(size_t)(pos0 + t) * kvd + (size_t)kvh * hd + d];
+                        CHECK_MSG(out_cpu[i] == want && out_ref[i] == want,
+                                  "window 1 pos %d h %d d %d: cpu %a ref %a, want v %a",
+                                  pos0 + t, h, d, (double)out_cpu[i], (double)out_ref[i],
+                                  (double)want);
+                    }
+                }
+            }
+        if (window >= pos0 + n_tok)
+            for (int opi = 0; opi < 2; opi++) {
+                call_attention_a(opi ? &bt_ops_cpu : &bt_ops_ref, out_all, q, k, v, kv_type,
+                                 n_tok, pos0, &all, &s);
+                CHECK_MSG(memcmp(out_all, opi ? out_cpu : out_ref, nq * sizeof(float)) == 0,
+                          "%s: window %d >= %d positions differs from no window", what[opi],
+                          window, pos0 + n_tok);
+            }
+        free(s.buf);
+    }
+    free(tol);
+    free(o);
+    free(out_all);
+    free(out_cpu);
+    free(out_ref);
+    free(v);
+    free(k);
+    free(q);
+}
+
+/* GQA groups 1, 2, 4, 8 (tiles of 8, 4, 2, 1 tokens in the cpu kernel),
+ * windows 1, 3, 7 and one past the context, n_tok 1..13 from positions
+ * before and well past the window, f32 and f16 caches. */
+START_TEST(test_attention_window)
+{
+    static const int heads[][2] = {{2, 2}, {4, 2}, {8, 2}, {8, 1}};
+    static const int windows[] = {1, 3, 7, 40};
+    static const int pos0s[] = {0, 2, 11, 20};
+    rng_t r = rng_make(1200 + (uint64_t)_i);
+    for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++)
+        for (size_t p = 0; p < sizeof pos0s / sizeof pos0s[0]; p++)
+            for (int nt = 1; nt <= 13; nt++)
+                for (uint32_t kv = BT_TYPE_F32; kv <= BT_TYPE_F16; kv++)
+                    attn_window_case(heads[_i][0], heads[_i][1], (nt + (int)w) % 2 ? 20 : 16,
+                                     pos0s[p], nt, windows[w], w % 2 ? 0.0625f : 0.37f, kv, &r);
+}
+END_TEST
+
+/* The edge of the window, exactly: every value is 0 except key b's, so a
+ * row's output is exactly 0 where b is outside its window (p - b >= w or
+ * b > p; the cpu kernel's tile scores keys from its first token's window
+ * start and zero-weights those before each later row's own start) and
+ * nonzero where b is inside. Every key position b, tiles of 8, 4, 2 and 1
+ * tokens, windows 1, 3 and 6, ref and cpu, 1 and 2 threads. */
+START_TEST(test_attention_window_edge)
+{
+    enum { HD = 16, NT = 13, POS0 = 5, NCTX = POS0 + NT };
+    static const int heads[][2] = {{1, 1}, {2, 1}, {8, 2}, {8, 1}};
+    static const int windows[] = {1, 3, 6};
+    const int n_head = heads[_i][0], n_kv = heads[_i][1];
+    const size_t qd = (size_t)n_head * HD, kvd = (size_t)n_kv * HD;
+    rng_t r = rng_make(1300 + (uint64_t)_i);
+    float *q = xmalloc(NT * qd * sizeof(float)), *out = xmalloc(NT * qd * sizeof(float));
+    float *k = xmalloc(NCTX * kvd * sizeof(float)), *v = xmalloc(NCTX * kvd * sizeof(float));
+    fill(q, NT * qd, &r, -1.0f, 1.0f);
+    fill(k, NCTX * kvd, &r, -1.0f, 1.0f);
+    for (uint32_t kv = BT_TYPE_F32; kv <= BT_TYPE_F16; kv++)
+        for (size_t wi = 0; wi < sizeof windows / sizeof windows[0]; wi++)
+            for (int b = 0; b < NCTX; b++) {
+                memset(v, 0, NCTX * kvd * sizeof(float));
+                for (size_t c = 0; c < kvd; c++)
+                    v[(size_t)b * kvd + c] = 1.0f + (float)c / 8.0f;
+                const bt_attn_t a = {n_head, n_kv, HD, NCTX, windows[wi], 0.25f};
+                for (int opi = 0; opi < 2; opi++)
+                    for (int nth = 1; nth <= 2; nth++) {
+                        const bt_ops_t *ops = opi ? &bt_ops_cpu : &bt_ops_ref;
+                        bt_scratch_t s = scratch_make(1, NCTX, nth);
+                        memset(out, 0xff, NT * qd * sizeof(float));
+                        call_attention_a(ops, out, q, k, v, kv, NT, POS0, &a, &s);
+                        for (int t = 0; t < NT; t++) {
+                            const int p = POS0 + t;
+                            const bool sees = b <= p && p - b < windows[wi];
+                            for (size_t e = 0; e < qd; e++) {
+                                const float x = out[(size_t)t * qd + e];
+                                CHECK_MSG(sees ? x > 0.0f : f32_bits(x) == 0,
+                                          "%s heads %d/%d window %d kv %u threads %d: query at "
+                                          "%d, value only at key %d: out[%zu] = %a, want %s",
+                                          ops->name, n_head, n_kv, windows[wi], (unsigned)kv, nth,
+                                          p, b, e, (double)x, sees ? "> 0" : "+0");
+                            }
+                        }
+                        free(s.buf);
+                    }
+            }
+    free(v);
+    free(k);
+    free(out);
+    free(q);
+}
+END_TEST
+
+/* Invariant 1 with a window: the rows of one call, of the same call split
+ * into micro-batches of 1, 3, 2, ... (so a row sits in tiles that start at
+ * other tokens and other window starts) and of 1-3 threads are bitwise
+ * equal. _i: tile of 8, 2 or 1 tokens x window 3 or 7 x f32 or f16. */
+START_TEST(test_attention_window_invariance)
+{
+    enum { NT = 13, POS0 = 9, NCTX = POS0 + NT };
+    static const int heads[][2] = {{4, 4}, {8, 2}, {8, 1}};
+    const int n_head = heads[_i % 3][0], n_kv = heads[_i % 3][1], hd = 20;
+    const int window = (_i / 3) % 2 ? 7 : 3;
+    const uint32_t kv_type = _i < 6 ? BT_TYPE_F32 : BT_TYPE_F16;
+    const size_t qd = (size_t)n_head * hd, kvd = (size_t)n_kv * hd;
+    rng_t r = rng_make(1400 + (uint64_t)_i);
+    float *q = xmalloc(NT * qd * sizeof(float));
+    float *k = xmalloc(NCTX * kvd * sizeof(float));
+    float *v = xmalloc(NCTX * kvd * sizeof(float));
+    float *full = xmalloc(NT * qd * sizeof(float)), *part = xmalloc(NT * qd * sizeof(float));
+    fill(q, NT * qd, &r, -2.0f, 2.0f);
+    fill(k, NCTX * kvd, &r, -2.0f, 2.0f);
+    fill(v, NCTX * kvd, &r, -1.0f, 1.0f);
+    const bt_attn_t a = {n_head, n_kv, hd, NCTX, window, 1.0f / sqrtf((float)hd)};
+    bt_scratch_t s1 = scratch_make(1, NCTX, 1);
+    call_attention_a(&bt_ops_cpu, full, q, k, v, kv_type, NT, POS0, &a, &s1);
+    for (int nth = 1; nth <= 3; nth++) {
+        bt_scratch_t s = scratch_make(1, NCTX, nth);
+        memset(part, 0xff, NT * qd * sizeof(float));
+        call_attention_a(&bt_ops_cpu, part, q, k, v, kv_type, NT, POS0, &a, &s);
+        CHECK_MSG(memcmp(part, full, NT * qd * sizeof(float)) == 0,
+                  "heads %d/%d window %d kv %u: %d threads differ from 1", n_head, n_kv, window,
+                  (unsigned)kv_type, nth);
+        for (size_t p = 0; p < sizeof splits / sizeof splits[0]; p++) {
+            memset(part, 0xff, NT * qd * sizeof(float));
+            int idx = 0;
+            for (int t = 0; t < NT;) {
+                int n = split_next(splits[p], &idx, NT - t);
+                call_attention_a(&bt_ops_cpu, part + t * qd, q + t * qd, k, v, kv_type, n,
+                                 POS0 + t, &a, &s);
+                t += n;
+            }
+            for (int t = 0; t < NT; t++)
+                CHECK_MSG(memcmp(part + t * qd, full + t * qd, qd * sizeof(float)) == 0,
+                          "heads %d/%d window %d kv %u: split %zu, %d threads: token %d differs",
+                          n_head, n_kv, window, (unsigned)kv_type, p, nth, t);
+        }
+        free(s.buf);
+    }
+    free(s1.buf);
+    free(part);
+    free(full);
+    free(v);
+    free(k);
+    free(q);
 }
 END_TEST
 
@@ -1167,6 +1390,163 @@ START_TEST(test_rope)
 }
 END_TEST
 
+/* A rope case with the extras: pairing, linear scaling, frequency factors
+ * (nf > 0: pair i's factor is factors[i], drawn from [1, 8] as Llama 3.1's
+ * are). */
+typedef struct rope_x_case {
+    int n_head, head_dim, n_rot, pos0, n_tok;
+    float base, freq_scale;
+    bool neox, factors;
+} rope_x_case_t;
+
+/* bt_rope_f32 against the per-element double formula: pair i of a head is
+ * (x[i], x[i + n_rot/2]) with neox, else (x[2i], x[2i+1]), turned by
+ * theta = pos * freq_scale * base^(-2i/n_rot) / factor_i; the f32 formula
+ * per token and pair gives the same bits; one batch == token by token; dims
+ * past n_rot untouched. */
+static void rope_x_check(const rope_x_case_t *rc, rng_t *r, const char *what)
+{
+    const int hd = rc->head_dim, n_rot = rc->n_rot, half = n_rot / 2;
+    const size_t n = (size_t)rc->n_tok * rc->n_head * hd, row = (size_t)rc->n_head * hd;
+    float *x0 = xmalloc(n * sizeof(float)), *x = xmalloc(n * sizeof(float));
+    float *y = xmalloc(n * sizeof(float));
+    float *fac = xmalloc((size_t)(half > 0 ? half : 1) * sizeof(float));
+    fill(x0, n, r, -2.0f, 2.0f);
+    fill(fac, (size_t)(half > 0 ? half : 1), r, 1.0f, 8.0f);
+    const bt_rope_t rp = {n_rot, rc->base, rc->freq_scale, rc->factors ? fac : NULL, rc->neox};
+    memcpy(x, x0, n * sizeof(float));
+    bt_rope_f32(x, rc->n_tok, rc->pos0, rc->n_head, hd, &rp);
+    /* as test_rope, with two more roundings of the angle (the scale, the
+     * factor's division): theta is off by <= |theta| (|ln base| + 5) u */
+    const double lnb = log((double)rc->base);
+    for (int t = 0; t < rc->n_tok; t++) {
+        const int pos = rc->pos0 + t;
+        for (int h = 0; h < rc->n_head; h++) {
+            const size_t b = ((size_t)t * rc->n_head + h) * hd;
+            const float *a0 = x0 + b, *a1 = x + b;
+            if (n_rot < hd)
+                CHECK_MSG(memcmp(a0 + n_rot, a1 + n_rot, (size_t)(hd - n_rot) * sizeof(float)) ==
+                              0,
+                          "%s: dims past n_rot changed", what);
+            for (int i = 0; i < half; i++) {
+                const int i0 = rc->neox ? i : 2 * i, i1 = rc->neox ? i + half : 2 * i + 1;
+                double theta = pos * (double)rc->freq_scale * pow((double)rc->base, -2.0 * i / n_rot);
+                if (rc->factors)
+                    theta /= fac[i];
+                const double cs = cos(theta), sn = sin(theta), p = a0[i0], q = a0[i1];
+                const double w0 = p * cs - q * sn, w1 = p * sn + q * cs, nrm = hypot(p, q);
+                const double tol = nrm * (fabs(theta) * (fabs(lnb) + 5) * U + 8 * U) + 1e-30;
+                CHECK_MSG(fabs(a1[i0] - w0) <= tol && fabs(a1[i1] - w1) <= tol,
+                          "%s pos %d h %d pair %d (dims %d, %d): (%.9g, %.9g) want (%.9g, %.9g) "
+                          "tol %.3g",
+                          what, pos, h, i, i0, i1, (double)a1[i0], (double)a1[i1], w0, w1, tol);
+            }
+        }
+    }
+    /* the f32 formula: freq = base^(-2i/n_rot) * freq_scale / factor, hoisted
+     * out of the token loop, then theta = pos * freq */
+    memcpy(y, x0, n * sizeof(float));
+    for (int t = 0; t < rc->n_tok; t++)
+        for (int i = 0; i < half; i++) {
+            float freq = powf(rc->base, -2.0f * (float)i / (float)n_rot) * rc->freq_scale;
+            if (rc->factors)
+                freq /= fac[i];
+            const float theta = (float)(rc->pos0 + t) * freq;
+            const float cs = cosf(theta), sn = sinf(theta);
+            for (int h = 0; h < rc->n_head; h++) {
+                float *p = y + ((size_t)t * rc->n_head + h) * hd;
+                const int i0 = rc->neox ? i : 2 * i, i1 = rc->neox ? i + half : 2 * i + 1;
+                const float ac = p[i0] * cs, bs = p[i1] * sn;
+                const float as = p[i0] * sn, bc = p[i1] * cs;
+                p[i0] = ac - bs;
+                p[i1] = as + bc;
+            }
+        }
+    CHECK_MSG(memcmp(x, y, n * sizeof(float)) == 0, "%s: not the per-token formula", what);
+    memcpy(y, x0, n * sizeof(float));
+    for (int t = 0; t < rc->n_tok; t++)
+        bt_rope_f32(y + t * row, 1, rc->pos0 + t, rc->n_head, hd, &rp);
+    CHECK_MSG(memcmp(x, y, n * sizeof(float)) == 0, "%s: token by token differs", what);
+    free(fac);
+    free(y);
+    free(x);
+    free(x0);
+}
+
+START_TEST(test_rope_neox)
+{
+    static const rope_x_case_t cases[] = {
+        {3, 16, 16, 0, 4, 10000.0f, 1.0f, true, false},
+        {3, 16, 16, 5, 4, 10000.0f, 1.0f, true, false},
+        {2, 32, 32, 7, 5, 1000000.0f, 1.0f, true, false}, /* qwen3's shape */
+        {1, 64, 32, 30, 5, 10000.0f, 1.0f, true, false},  /* partial: (x[i], x[i + 16]) */
+        {2, 20, 12, 11, 3, 10000.0f, 1.0f, true, false},
+        {1, 256, 256, 600, 2, 1000000.0f, 1.0f, true, false}, /* gemma3's head */
+        {1, 6, 2, 3, 2, 10000.0f, 1.0f, true, false},
+    };
+    rng_t r = rng_make(1500);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char what[64];
+        snprintf(what, sizeof what, "neox case %zu", c);
+        rope_x_check(&cases[c], &r, what);
+    }
+    /* neox moves other dims than norm: the same input, the two pairings */
+    float a[16], b[16];
+    fill(a, 16, &r, -1.0f, 1.0f);
+    memcpy(b, a, sizeof a);
+    const bt_rope_t rn = {16, 10000.0f, 1.0f, NULL, false}, rx = {16, 10000.0f, 1.0f, NULL, true};
+    bt_rope_f32(a, 1, 3, 1, 16, &rn);
+    bt_rope_f32(b, 1, 3, 1, 16, &rx);
+    ck_assert(memcmp(a, b, sizeof a) != 0);
+}
+END_TEST
+
+/* Linear scaling (freq_scale 1/2, 1/4) and frequency factors, with either
+ * pairing: factor f turns pair i f times slower; a factor of 1 everywhere
+ * is no factor, bit for bit; freq_scale s at position p is position s p
+ * without it wherever s p is exact. */
+START_TEST(test_rope_scaling)
+{
+    static const rope_x_case_t cases[] = {
+        {2, 16, 16, 3, 6, 500000.0f, 1.0f, false, true}, /* llama3-ropefreqs' shape */
+        {2, 16, 16, 40, 3, 500000.0f, 1.0f, true, true},
+        {3, 20, 12, 9, 4, 10000.0f, 0.5f, false, false},
+        {2, 32, 32, 17, 5, 1000000.0f, 0.25f, true, false},
+        {2, 16, 16, 100, 3, 10000.0f, 0.5f, false, true},
+        {1, 64, 48, 77, 2, 10000.0f, 0.5f, true, true},
+    };
+    rng_t r = rng_make(1600);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char what[64];
+        snprintf(what, sizeof what, "scaling case %zu", c);
+        rope_x_check(&cases[c], &r, what);
+    }
+    enum { HD = 32, NH = 2, NT = 4 };
+    float x0[NT * NH * HD], a[NT * NH * HD], b[NT * NH * HD], ones[HD / 2];
+    fill(x0, NT * NH * HD, &r, -1.0f, 1.0f);
+    for (int i = 0; i < HD / 2; i++)
+        ones[i] = 1.0f;
+    for (int neox = 0; neox <= 1; neox++) {
+        const bt_rope_t plain = {HD, 10000.0f, 1.0f, NULL, neox};
+        const bt_rope_t unit = {HD, 10000.0f, 1.0f, ones, neox};
+        memcpy(a, x0, sizeof a);
+        memcpy(b, x0, sizeof b);
+        bt_rope_f32(a, NT, 5, NH, HD, &plain);
+        bt_rope_f32(b, NT, 5, NH, HD, &unit);
+        CHECK_MSG(memcmp(a, b, sizeof a) == 0, "neox %d: factors of 1 change the result", neox);
+        /* one token at position 12 with scale 1/4 == position 3 unscaled */
+        const bt_rope_t quarter = {HD, 10000.0f, 0.25f, NULL, neox};
+        memcpy(a, x0, sizeof a);
+        memcpy(b, x0, sizeof b);
+        bt_rope_f32(a, 1, 12, NH, HD, &quarter);
+        bt_rope_f32(b, 1, 3, NH, HD, &plain);
+        for (int e = 0; e < NH * HD; e++)
+            CHECK_MSG(fabsf(a[e] - b[e]) <= 1e-6f, "neox %d: scale 1/4 at 12 vs 3: [%d] %g %g",
+                      neox, e, (double)a[e], (double)b[e]);
+    }
+}
+END_TEST
+
 /* silu in double; both forms avoid exp overflow */
 static double silu_ref(double g) { return g >= 0 ? g / (1 + exp(-g)) : g * exp(g) / (1 + exp(g)); }
 
@@ -1292,6 +1672,192 @@ START_TEST(test_add)
 }
 END_TEST
 
+/* gelu (tanh form) in double, 1 + tanh(y) as 2 / (1 + e^-2y) so that it
+ * does not cancel for y << 0; *y_out, *t_out: y and tanh(y). */
+static double gelu_ref(double z, double *y_out, double *t_out)
+{
+    const double y = sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z);
+    *y_out = y;
+    *t_out = tanh(y);
+    return 0.5 * z * (2.0 / (1.0 + exp(-2.0 * y)));
+}
+
+/* The bound on the f32 formula 0.5 z (1 + tanhf(k z (1 + c z^2))) times up:
+ * y has 7 roundings (k and c as floats, four products, one sum), |dy| <=
+ * 8u |y|; tanhf is within 2 ulp <= 4u |T| (glibc); 1 + T, 0.5 z s and the
+ * product with up round once each. With s = 1 + T and ds = (1 - T^2) dy =
+ * (1 - T) s dy, the error of g = z s / 2 is
+ *   |g| ((1 - T) 8u |y| + 3u) + 0.5 |z| 4u |T|,
+ * relative (about 11u) for z >= 0 (where (1 - T)|y| <= 0.38), and for z < 0
+ * absolute where tanhf's last bits decide 1 + T (z < -3: tanhf(y) = -1 and
+ * the result 0 stand in for |g| < 2u |z|). Then times |up|, plus u of the
+ * product and a subnormal's spacing. */
+static double geglu_tol(double z, double up)
+{
+    double y, t;
+    const double g = gelu_ref(z, &y, &t);
+    return (fabs(g) * ((1.0 - t) * 8 * U * fabs(y) + 4 * U) + 2 * U * fabs(z) * fabs(t)) *
+               fabs(up) + 0x1p-148;
+}
+
+START_TEST(test_geglu)
+{
+    enum { SWEEP = 1 << 16 };
+    rng_t r = rng_make(1700);
+    float *g = xmalloc(SWEEP * sizeof(float)), *g0 = xmalloc(SWEEP * sizeof(float));
+    float *u = xmalloc(SWEEP * sizeof(float));
+    for (int pass = 0; pass < 4; pass++) {
+        for (int i = 0; i < SWEEP; i++) {
+            switch (pass) {
+            case 0: g0[i] = (float)(-12.0 + 24.0 * i / (SWEEP - 1.0)); u[i] = 1.0f; break;
+            case 1: g0[i] = rng_unif(&r, -6.0f, 6.0f); u[i] = rng_unif(&r, -3.0f, 3.0f); break;
+            case 2: /* finite, any sign and exponent */
+                g0[i] = f32_from_bits(rng_u32(&r) % 0x7f800000u | (i & 1 ? 0x80000000u : 0));
+                u[i] = 1.0f;
+                break;
+            default: g0[i] = rng_unif(&r, -1e4f, 1e4f); u[i] = rng_unif(&r, -2.0f, 2.0f); break;
+            }
+        }
+        memcpy(g, g0, SWEEP * sizeof(float));
+        bt_geglu_f32(g, u, SWEEP);
+        for (int i = 0; i < SWEEP; i++) {
+            double y, t;
+            const double want = gelu_ref(g0[i], &y, &t) * u[i], tol = geglu_tol(g0[i], u[i]);
+            CHECK_MSG(fabs((double)g[i] - want) <= tol,
+                      "pass %d: gelu(%a) * %g = %a, want %.17g (tol %.3g)", pass, (double)g0[i],
+                      (double)u[i], (double)g[i], want, tol);
+        }
+    }
+    /* where the result is large the bound is relative: 1e-6 for z >= 0.5 */
+    for (int i = 0; i < SWEEP; i++) {
+        g0[i] = (float)(0.5 + 1e3 * i / (double)SWEEP);
+        u[i] = 1.0f;
+    }
+    memcpy(g, g0, SWEEP * sizeof(float));
+    bt_geglu_f32(g, u, SWEEP);
+    for (int i = 0; i < SWEEP; i++) {
+        double y, t;
+        const double want = gelu_ref(g0[i], &y, &t);
+        CHECK_MSG(fabs(g[i] - want) <= 16 * U * want, "gelu(%.9g) = %.9g, want %.17g",
+                  (double)g0[i], (double)g[i], want);
+    }
+    free(u);
+    free(g0);
+    free(g);
+    /* specials: large |z| saturates to z and to 0, nan and inf pass */
+    static const struct {
+        float z, gelu;
+    } sp[] = {
+        {0.0f, 0.0f},    {-0.0f, -0.0f},       {20.0f, 20.0f},      {1e10f, 1e10f},
+        {FLT_MAX, FLT_MAX}, {INFINITY, INFINITY}, {-20.0f, -0.0f},   {-1e10f, -0.0f},
+        {-FLT_MAX, -0.0f},
+    };
+    for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++) {
+        float gk = sp[k].z, uk = 1.0f;
+        bt_geglu_f32(&gk, &uk, 1);
+        CHECK_MSG(gk == sp[k].gelu && signbit(gk) == signbit(sp[k].gelu), "gelu(%a) = %a, want %a",
+                  (double)sp[k].z, (double)gk, (double)sp[k].gelu);
+    }
+    float nans[3] = {NAN, -NAN, 1.0f}, nu[3] = {1.0f, 2.0f, NAN};
+    bt_geglu_f32(nans, nu, 3);
+    CHECK_MSG(isnan(nans[0]) && isnan(nans[1]) && isnan(nans[2]), "nan in: %g %g %g",
+              (double)nans[0], (double)nans[1], (double)nans[2]);
+    /* n smaller than the array: the rest untouched */
+    float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    bt_geglu_f32(a, b, 3);
+    ck_assert(a[3] == 4.0f && a[7] == 8.0f && a[0] != 1.0f);
+}
+END_TEST
+
+/* softcap c tanh(x / c): the quotient, tanhf (2 ulp) and the product: the
+ * error is <= (1 - T^2) |x| u + 5u |c T|; saturates at +-c; nan stays nan. */
+START_TEST(test_softcap)
+{
+    enum { N = 4099 };
+    static const float caps[] = {30.0f, 50.0f, 0.5f};
+    rng_t r = rng_make(1800);
+    float *x0 = xmalloc(N * sizeof(float)), *x = xmalloc(N * sizeof(float));
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        const float cap = caps[c];
+        fill(x0, N, &r, -4.0f * cap, 4.0f * cap);
+        memcpy(x, x0, N * sizeof(float));
+        bt_softcap_f32(x, cap, N - 1);
+        for (int i = 0; i < N - 1; i++) {
+            const double t = tanh((double)x0[i] / cap), want = cap * t;
+            const double tol = (1 - t * t) * fabs(x0[i]) * U + 5 * U * fabs(want) + 1e-45;
+            CHECK_MSG(fabs(x[i] - want) <= tol, "cap %g: softcap(%.9g) = %.9g, want %.17g",
+                      (double)cap, (double)x0[i], (double)x[i], want);
+            CHECK_MSG(fabsf(x[i]) <= cap, "cap %g: |softcap(%g)| = %g > cap", (double)cap,
+                      (double)x0[i], (double)x[i]);
+        }
+        ck_assert(f32_bits(x[N - 1]) == f32_bits(x0[N - 1]));
+        float sp[5] = {0.0f, INFINITY, -INFINITY, 1e30f, NAN};
+        bt_softcap_f32(sp, cap, 5);
+        CHECK_MSG(sp[0] == 0.0f && sp[1] == cap && sp[2] == -cap && sp[3] == cap && isnan(sp[4]),
+                  "cap %g: specials %g %g %g %g %g", (double)cap, (double)sp[0], (double)sp[1],
+                  (double)sp[2], (double)sp[3], (double)sp[4]);
+    }
+    free(x);
+    free(x0);
+}
+END_TEST
+
+/* add_rows and scale: one f32 operation per element, so exactly that. */
+START_TEST(test_add_rows_scale)
+{
+    enum { ROWS = 5, N = 13 };
+    float x0[ROWS * N], x[ROWS * N], b[N];
+    rng_t r = rng_make(1900);
+    fill(x0, ROWS * N, &r, -5.0f, 5.0f);
+    fill(b, N, &r, -5.0f, 5.0f);
+    memcpy(x, x0, sizeof x);
+    bt_add_rows_f32(x, b, ROWS - 1, N);
+    for (int t = 0; t < ROWS; t++)
+        for (int i = 0; i < N; i++) {
+            const float want = t < ROWS - 1 ? x0[t * N + i] + b[i] : x0[t * N + i];
+            CHECK_MSG(f32_bits(x[t * N + i]) == f32_bits(want), "add_rows row %d [%d]: %a != %a",
+                      t, i, (double)x[t * N + i], (double)want);
+        }
+    static const float cs[] = {0.0625f, 25.298221f, -3.0f};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        memcpy(x, x0, sizeof x);
+        bt_scale_f32(x, cs[c], ROWS * N - 2);
+        for (int i = 0; i < ROWS * N; i++) {
+            const float want = i < ROWS * N - 2 ? x0[i] * cs[c] : x0[i];
+            CHECK_MSG(f32_bits(x[i]) == f32_bits(want), "scale %g [%d]: %a != %a", (double)cs[c],
+                      i, (double)x[i], (double)want);
+        }
+    }
+}
+END_TEST
+
+/* rmsnorm in place (out == x, as the q/k norms and post-norms run) gives
+ * the bits of out of place. */
+START_TEST(test_rmsnorm_in_place)
+{
+    static const int ns[] = {1, 3, 7, 8, 9, 16, 20, 256, 576, 4095};
+    rng_t r = rng_make(2000);
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+        const int n = ns[a], rows = 4;
+        float *x = xmalloc((size_t)rows * n * sizeof(float));
+        float *y = xmalloc((size_t)rows * n * sizeof(float));
+        float *out = xmalloc((size_t)rows * n * sizeof(float));
+        float *w = xmalloc((size_t)n * sizeof(float));
+        fill(x, (size_t)rows * n, &r, -30.0f, 30.0f);
+        fill(w, (size_t)n, &r, -2.0f, 2.0f);
+        bt_rmsnorm_f32(out, x, w, rows, n, 1e-6f);
+        memcpy(y, x, (size_t)rows * n * sizeof(float));
+        bt_rmsnorm_f32(y, y, w, rows, n, 1e-6f);
+        CHECK_MSG(memcmp(y, out, (size_t)rows * n * sizeof(float)) == 0,
+                  "n %d: in place differs from out of place", n);
+        free(w);
+        free(out);
+        free(y);
+        free(x);
+    }
+}
+END_TEST
+
 /* Invariant 1 for the element-wise kernels: a row's result does not depend
  * on how many rows the call has or where the row sits in it. Each kernel
  * runs on all rows at once, then on chunks of 1, 3 and 2 rows in turn, and
@@ -1390,17 +1956,26 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_attention_edges);
     if (bt_isa_active() == BT_ISA_AVX512) /* compares avx512 with avx2: once is enough */
         tcase_add_loop_test(tc, test_attention_isa_same, 0, 6);
+    tcase_add_loop_test(tc, test_attention_window, 0, 4);
+    tcase_add_loop_test(tc, test_attention_window_edge, 0, 4);
     suite_add_tcase(s, tc);
     tc = tcase_create("invariance");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_matmul_batch_invariance, 0, n_types);
     tcase_add_loop_test(tc, test_attention_batch_invariance, 0, 4);
+    tcase_add_loop_test(tc, test_attention_window_invariance, 0, 12);
     suite_add_tcase(s, tc);
     tc = tcase_create("elementwise");
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_rope);
+    tcase_add_test(tc, test_rope_neox);
+    tcase_add_test(tc, test_rope_scaling);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_add);
+    tcase_add_test(tc, test_geglu);
+    tcase_add_test(tc, test_softcap);
+    tcase_add_test(tc, test_add_rows_scale);
+    tcase_add_test(tc, test_rmsnorm_in_place);
     tcase_add_test(tc, test_elementwise_rows);
     suite_add_tcase(s, tc);
     return s;

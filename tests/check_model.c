@@ -7,7 +7,11 @@
  *              16-row panel, every type that packs: cpu and exact against
  *              ref through the whole forward pass, bitwise over micro-batches
  *              and packing
- *   limits:    bad hyperparameters and shapes are refused with a status
+ *   limits:    bad hyperparameters and shapes are refused with a status;
+ *              each family's file with a tensor missing, misshapen or
+ *              unknown, a key or rope scaling baton does not implement,
+ *              experts or an unknown architecture refused with one message
+ *              naming it; linear rope scaling; gemma3's local layers
  * Each runs once per instruction set this CPU has (tu_run_isas).
  */
 #include <check.h>
@@ -690,6 +694,460 @@ START_TEST(test_limits_forward)
 }
 END_TEST
 
+/* ---- limits: every family's strict loading ---- */
+
+/* A metadata value to set in a copy: a string, u32, f32, or a bool array. */
+typedef struct kv_set {
+    const char *key;
+    bt_gguf_vtype_t type; /* STRING, UINT32, FLOAT32, or ARRAY (of n bools) */
+    const char *s;
+    uint32_t u;
+    float f;
+    const bool *bools;
+    int n;
+} kv_set_t;
+
+#define SET_STR(k, v) ((kv_set_t){.key = (k), .type = BT_GGUF_STRING, .s = (v)})
+#define SET_U32(k, v) ((kv_set_t){.key = (k), .type = BT_GGUF_UINT32, .u = (v)})
+#define SET_F32(k, v) ((kv_set_t){.key = (k), .type = BT_GGUF_FLOAT32, .f = (v)})
+
+/* What a copy changes: a tensor left out, one declared [ne0, ne1] instead
+ * (f32; its data cut or zero-padded), one more f32 tensor [extra_ne0,
+ * extra_ne1], a key left out, keys set (replacing the file's). */
+typedef struct edit {
+    const char *drop_tensor, *reshape_tensor, *extra_tensor, *drop_key;
+    uint64_t ne0, ne1, extra_ne0, extra_ne1;
+    kv_set_t set[3];
+    int n_set;
+} edit_t;
+
+static void set_kv(bt_gguf_writer_t *w, const kv_set_t *s)
+{
+    bt_status_t st = BT_ERR_ARG;
+    switch (s->type) {
+    case BT_GGUF_STRING: st = bt_gguf_writer_set_str(w, s->key, s->s); break;
+    case BT_GGUF_UINT32: st = bt_gguf_writer_set_u32(w, s->key, s->u); break;
+    case BT_GGUF_FLOAT32: st = bt_gguf_writer_set_f32(w, s->key, s->f); break;
+    case BT_GGUF_ARRAY: {
+        uint8_t b[64];
+        ck_assert_int_le(s->n, 64);
+        for (int i = 0; i < s->n; i++)
+            b[i] = s->bools[i];
+        st = bt_gguf_writer_set_arr(w, s->key, BT_GGUF_BOOL, b, (uint64_t)s->n);
+        break;
+    }
+    default: break;
+    }
+    ck_assert_int_eq(st, BT_OK);
+}
+
+/* The bytes of kv's value in the file (after its value type), as
+ * bt_gguf_writer_set_raw takes them. */
+static uint64_t kv_raw(const bt_gguf_kv_t *kv, const uint8_t **p)
+{
+    static const uint8_t size[BT_GGUF_VTYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    *p = (const uint8_t *)kv->key.ptr + kv->key.len + 4;
+    if (kv->type == BT_GGUF_STRING)
+        return 8 + kv->v.str.len;
+    if (kv->type == BT_GGUF_ARRAY)
+        return 12 + kv->arr_bytes;
+    return size[kv->type];
+}
+
+/* Writes tmpdir/name: every key and tensor of src with e's changes. */
+static const char *write_edited(const char *src, const char *name, const edit_t *e)
+{
+    static char path[700];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    bt_gguf_t *g;
+    ck_assert_int_eq(bt_gguf_open(src, &g), BT_OK);
+    bt_gguf_writer_t *w;
+    ck_assert_int_eq(bt_gguf_writer_init(&w), BT_OK);
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        const bt_gguf_kv_t *kv = &g->kv[i];
+        bool skip = e->drop_key && bt_gguf_str_eq(kv->key, e->drop_key);
+        for (int j = 0; j < e->n_set; j++)
+            skip = skip || bt_gguf_str_eq(kv->key, e->set[j].key);
+        if (skip)
+            continue;
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
+        const uint8_t *raw;
+        const uint64_t n = kv_raw(kv, &raw);
+        ck_assert_int_eq(bt_gguf_writer_set_raw(w, key, kv->type, raw, n), BT_OK);
+    }
+    for (int j = 0; j < e->n_set; j++)
+        set_kv(w, &e->set[j]);
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const bt_gguf_tensor_t *t = &g->tensors[i];
+        char tn[128];
+        snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr);
+        if (e->drop_tensor && strcmp(tn, e->drop_tensor) == 0)
+            continue;
+        uint64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        if (e->reshape_tensor && strcmp(tn, e->reshape_tensor) == 0) {
+            ck_assert_uint_eq(t->type, BT_TYPE_F32);
+            ne[0] = e->ne0;
+            ne[1] = e->ne1;
+        }
+        ck_assert_int_eq(bt_gguf_writer_add_tensor(w, tn, t->type, t->n_dims, ne), BT_OK);
+    }
+    if (e->extra_tensor) {
+        const uint64_t ne[2] = {e->extra_ne0, e->extra_ne1};
+        ck_assert_int_eq(bt_gguf_writer_add_tensor(w, e->extra_tensor, BT_TYPE_F32, 2, ne), BT_OK);
+    }
+    ck_assert_int_eq(bt_gguf_writer_begin(w, path), BT_OK);
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const bt_gguf_tensor_t *t = &g->tensors[i];
+        if (e->drop_tensor && bt_gguf_str_eq(t->name, e->drop_tensor))
+            continue;
+        if (e->reshape_tensor && bt_gguf_str_eq(t->name, e->reshape_tensor)) {
+            const uint64_t n = e->ne0 * e->ne1 * sizeof(float);
+            uint8_t *d = calloc(1, n);
+            memcpy(d, t->data, n < t->n_bytes ? n : t->n_bytes);
+            ck_assert_int_eq(bt_gguf_writer_write_tensor(w, d, n), BT_OK);
+            free(d);
+        } else {
+            ck_assert_int_eq(bt_gguf_writer_write_tensor(w, t->data, t->n_bytes), BT_OK);
+        }
+    }
+    if (e->extra_tensor) {
+        const uint64_t n = e->extra_ne0 * e->extra_ne1 * sizeof(float);
+        float *d = calloc(1, n);
+        ck_assert_int_eq(bt_gguf_writer_write_tensor(w, d, n), BT_OK);
+        free(d);
+    }
+    ck_assert_int_eq(bt_gguf_writer_finish(w), BT_OK);
+    bt_gguf_writer_free(w);
+    bt_gguf_close(g);
+    return path;
+}
+
+/* Loads path with stderr captured; returns the status and puts what was
+ * logged in log (n bytes). */
+static bt_status_t load_logged(const char *path, char *log, size_t n, bt_model_t **m)
+{
+    char tmpl[700];
+    snprintf(tmpl, sizeof tmpl, "%s/log-XXXXXX", tmpdir);
+    int fd = mkstemp(tmpl);
+    ck_assert_int_ge(fd, 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    bt_status_t st = bt_model_load(path, 0, -1, true, true, m);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ssize_t got = pread(fd, log, n - 1, 0);
+    log[got > 0 ? got : 0] = '\0';
+    close(fd);
+    unlink(tmpl);
+    return st;
+}
+
+/* path must be refused with status want and one error line holding every
+ * string of want_msg (NULL-terminated). */
+static void refused(const char *path, bt_status_t want, const char *const *want_msg,
+                    const char *what)
+{
+    char log[2048];
+    bt_model_t *m = NULL;
+    bt_status_t st = load_logged(path, log, sizeof log, &m);
+    ck_assert_msg(st == want, "%s: status %s, want %s (log: %s)", what, bt_status_str(st),
+                  bt_status_str(want), log);
+    int lines = 0;
+    for (const char *p = log; (p = strstr(p, "error:")) != NULL; p++)
+        lines++;
+    ck_assert_msg(lines == 1, "%s: %d error lines, want 1: %s", what, lines, log);
+    for (int i = 0; want_msg[i] != NULL; i++)
+        ck_assert_msg(strstr(log, want_msg[i]) != NULL, "%s: message lacks '%s': %s", what,
+                      want_msg[i], log);
+}
+
+#define MSG(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* ---- a tiny gemma3 file, written here: the golden model is 253 MB ---- */
+
+enum { G3_EMBD = 64, G3_FF = 96, G3_HEAD = 4, G3_KV = 2, G3_HD = 32, G3_LAYERS = 7,
+       G3_VOCAB = 256, G3_SWA = 4 };
+
+/* The keys and tensors README-gemma3.txt lists, at small sizes: n_embd 64,
+ * 4 heads of 32 (key_length, not 64 / 4) over 2 kv heads, 7 layers,
+ * window 4, tied output; pattern: 0 no pattern key, N > 0 the integer N,
+ * -1 a bool array (layers 1 and 4 global). Norm weights near 1, matrices
+ * small. */
+static const char *write_gemma3(const char *name, int pattern, bool softcap)
+{
+    static char path[700];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    bt_gguf_writer_t *w;
+    ck_assert_int_eq(bt_gguf_writer_init(&w), BT_OK);
+    bt_gguf_writer_set_str(w, "general.architecture", "gemma3");
+    bt_gguf_writer_set_u32(w, "gemma3.context_length", 64);
+    bt_gguf_writer_set_u32(w, "gemma3.embedding_length", G3_EMBD);
+    bt_gguf_writer_set_u32(w, "gemma3.block_count", G3_LAYERS);
+    bt_gguf_writer_set_u32(w, "gemma3.feed_forward_length", G3_FF);
+    bt_gguf_writer_set_u32(w, "gemma3.attention.head_count", G3_HEAD);
+    bt_gguf_writer_set_u32(w, "gemma3.attention.head_count_kv", G3_KV);
+    bt_gguf_writer_set_u32(w, "gemma3.attention.key_length", G3_HD);
+    bt_gguf_writer_set_u32(w, "gemma3.attention.value_length", G3_HD);
+    bt_gguf_writer_set_f32(w, "gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
+    bt_gguf_writer_set_f32(w, "gemma3.rope.freq_base", 1e6f);
+    bt_gguf_writer_set_u32(w, "gemma3.attention.sliding_window", G3_SWA);
+    if (pattern > 0)
+        bt_gguf_writer_set_u32(w, "gemma3.attention.sliding_window_pattern", (uint32_t)pattern);
+    if (pattern < 0) {
+        const uint8_t flags[G3_LAYERS] = {1, 0, 1, 1, 0, 1, 1};
+        bt_gguf_writer_set_arr(w, "gemma3.attention.sliding_window_pattern", BT_GGUF_BOOL, flags,
+                               G3_LAYERS);
+    }
+    if (softcap)
+        bt_gguf_writer_set_f32(w, "gemma3.final_logit_softcapping", 30.0f);
+    const uint64_t q = G3_HEAD * G3_HD, kv = G3_KV * G3_HD;
+    const struct {
+        const char *suffix;
+        uint64_t ne0, ne1;
+    } lt[] = {
+        {"attn_norm.weight", G3_EMBD, 1},    {"attn_q.weight", G3_EMBD, q},
+        {"attn_k.weight", G3_EMBD, kv},      {"attn_v.weight", G3_EMBD, kv},
+        {"attn_q_norm.weight", G3_HD, 1},    {"attn_k_norm.weight", G3_HD, 1},
+        {"attn_output.weight", q, G3_EMBD},  {"post_attention_norm.weight", G3_EMBD, 1},
+        {"ffn_norm.weight", G3_EMBD, 1},     {"ffn_gate.weight", G3_EMBD, G3_FF},
+        {"ffn_up.weight", G3_EMBD, G3_FF},   {"ffn_down.weight", G3_FF, G3_EMBD},
+        {"post_ffw_norm.weight", G3_EMBD, 1},
+    };
+    enum { N_LT = sizeof lt / sizeof lt[0] };
+    const uint64_t emb[2] = {G3_EMBD, G3_VOCAB}, onorm[2] = {G3_EMBD, 1};
+    ck_assert_int_eq(bt_gguf_writer_add_tensor(w, "token_embd.weight", BT_TYPE_F32, 2, emb), BT_OK);
+    ck_assert_int_eq(bt_gguf_writer_add_tensor(w, "output_norm.weight", BT_TYPE_F32, 1, onorm),
+                     BT_OK);
+    for (int il = 0; il < G3_LAYERS; il++)
+        for (int t = 0; t < N_LT; t++) {
+            char tn[64];
+            snprintf(tn, sizeof tn, "blk.%d.%s", il, lt[t].suffix);
+            const uint64_t ne[2] = {lt[t].ne0, lt[t].ne1};
+            ck_assert_int_eq(bt_gguf_writer_add_tensor(w, tn, BT_TYPE_F32, lt[t].ne1 == 1 ? 1 : 2,
+                                                       ne),
+                             BT_OK);
+        }
+    ck_assert_int_eq(bt_gguf_writer_begin(w, path), BT_OK);
+    rng_t r = rng_make(3000);
+    float *buf = malloc((size_t)G3_EMBD * G3_VOCAB * sizeof(float));
+    fill(buf, (size_t)G3_EMBD * G3_VOCAB, &r, -0.5f, 0.5f);
+    ck_assert_int_eq(bt_gguf_writer_write_tensor(w, buf, sizeof(float) * G3_EMBD * G3_VOCAB),
+                     BT_OK);
+    fill(buf, G3_EMBD, &r, 0.5f, 1.5f);
+    ck_assert_int_eq(bt_gguf_writer_write_tensor(w, buf, sizeof(float) * G3_EMBD), BT_OK);
+    for (int il = 0; il < G3_LAYERS; il++)
+        for (int t = 0; t < N_LT; t++) {
+            const size_t n = (size_t)(lt[t].ne0 * lt[t].ne1);
+            if (lt[t].ne1 == 1)
+                fill(buf, n, &r, 0.5f, 1.5f);
+            else
+                fill(buf, n, &r, -0.15f, 0.15f);
+            ck_assert_int_eq(bt_gguf_writer_write_tensor(w, buf, n * sizeof(float)), BT_OK);
+        }
+    free(buf);
+    ck_assert_int_eq(bt_gguf_writer_finish(w), BT_OK);
+    bt_gguf_writer_free(w);
+    return path;
+}
+
+/* Each family's golden file (gemma3: the tiny one above) with one thing
+ * wrong: a tensor the family requires missing, a tensor of the wrong
+ * shape, a tensor no family uses, a key under the family's prefix that
+ * baton does not implement, rope scaling it does not implement, experts,
+ * an unknown architecture. Each refused with its status and one message
+ * naming the tensor or key. */
+typedef struct family_case {
+    const char *file; /* golden name, or NULL: the gemma3 file */
+    const char *arch;
+    const char *missing;     /* a required per-layer tensor */
+    const char *reshape;     /* an f32 vector it gets wrong */
+    uint64_t len;            /* the vector's true length */
+    const char *unknown_key; /* under the prefix */
+} family_case_t;
+
+static const family_case_t families[] = {
+    {"tiny-llama3-ropefreqs-golden.gguf", "llama", "blk.3.ffn_down.weight",
+     "rope_freqs.weight", 8, "llama.attention.sliding_window"},
+    {"tiny-qwen2-golden.gguf", "qwen2", "blk.1.attn_k.bias", "blk.1.attn_v.bias", 32,
+     "qwen2.attention.logit_softcapping"},
+    {"tiny-qwen3-golden.gguf", "qwen3", "blk.2.attn_q_norm.weight",
+     "blk.0.attn_k_norm.weight", 32, "qwen3.final_logit_softcapping"},
+    {NULL, "gemma3", "blk.6.post_ffw_norm.weight", "blk.4.post_attention_norm.weight",
+     G3_EMBD, "gemma3.attn_logit_softcapping"},
+};
+#define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
+
+static const char *family_path(const family_case_t *f)
+{
+    if (f->file == NULL)
+        return write_gemma3("g3-base.gguf", 0, false);
+    static char path[700];
+    snprintf(path, sizeof path, "%s", tu_golden_path(f->file));
+    return path;
+}
+
+START_TEST(test_limits_family_files)
+{
+    const family_case_t *f = &families[_i];
+    const char *src = family_path(f);
+    bt_model_t *m;
+    char log[2048], key[96];
+    /* the unedited copy loads: the copy itself changes nothing */
+    ck_assert_int_eq(load_logged(write_edited(src, "same.gguf", &(edit_t){0}), log, sizeof log,
+                                 &m),
+                     BT_OK);
+    ck_assert_str_eq(m->hp.arch->name, f->arch);
+    bt_model_free(m);
+
+    refused(write_edited(src, "missing.gguf", &(edit_t){.drop_tensor = f->missing}),
+            BT_ERR_FORMAT, MSG(f->missing, "is missing"), "missing tensor");
+    refused(write_edited(src, "shape.gguf",
+                         &(edit_t){.reshape_tensor = f->reshape, .ne0 = f->len / 2, .ne1 = 1}),
+            BT_ERR_FORMAT, MSG(f->reshape, "expected"), "wrong shape");
+    refused(write_edited(src, "extra.gguf",
+                         &(edit_t){.extra_tensor = "blk.0.ffn_gate_inp.weight", .extra_ne0 = 64,
+                                   .extra_ne1 = 4}),
+            BT_ERR_UNSUPPORTED, MSG("blk.0.ffn_gate_inp.weight", "is not used"), "extra tensor");
+    /* another family's tensor: qwen3's q norm in a qwen2 file */
+    if (strcmp(f->arch, "qwen2") == 0)
+        refused(write_edited(src, "other.gguf",
+                             &(edit_t){.extra_tensor = "blk.0.attn_q_norm.weight",
+                                       .extra_ne0 = 16, .extra_ne1 = 1}),
+                BT_ERR_UNSUPPORTED, MSG("blk.0.attn_q_norm.weight", "qwen2"),
+                "another family's tensor");
+    refused(write_edited(src, "key.gguf",
+                         &(edit_t){.set = {SET_F32(f->unknown_key, 30.0f)}, .n_set = 1}),
+            BT_ERR_UNSUPPORTED, MSG(f->unknown_key, "is not supported"), "unknown key");
+    snprintf(key, sizeof key, "%s.rope.scaling.type", f->arch);
+    refused(write_edited(src, "yarn.gguf",
+                         &(edit_t){.set = {SET_STR(key, "yarn")}, .n_set = 1}),
+            BT_ERR_UNSUPPORTED, MSG(key, "'yarn'"), "yarn");
+    char ek[96];
+    snprintf(ek, sizeof ek, "%s.expert_count", f->arch);
+    refused(write_edited(src, "experts.gguf", &(edit_t){.set = {SET_U32(ek, 8)}, .n_set = 1}),
+            BT_ERR_UNSUPPORTED, MSG(ek, "experts"), "expert_count 8");
+    refused(write_edited(src, "arch.gguf",
+                         &(edit_t){.set = {SET_STR("general.architecture", "mamba2")},
+                                   .n_set = 1}),
+            BT_ERR_UNSUPPORTED, MSG("'mamba2' is not supported"), "unknown architecture");
+}
+END_TEST
+
+/* Logits of the prompt 1..n (one batch, cpu kernels) into rows. */
+static void prompt_logits(const char *path, int n, float *rows)
+{
+    bt_model_t *m;
+    ck_assert_int_eq(bt_model_load(path, 0, -1, true, true, &m), BT_OK);
+    int32_t tokens[16], ids[1];
+    for (int i = 0; i < n; i++)
+        tokens[i] = i + 1;
+    run_model(m, &bt_ops_cpu, tokens, n, n, 0, 1, rows, ids);
+    bt_model_free(m);
+}
+
+/* rope.scaling.type "linear" with factor 2 loads (global layers at freq
+ * scale 1/2) and changes the logits; "none" loads and leaves them as they
+ * are (its factor ignored); a factor without a type is linear. */
+START_TEST(test_limits_rope_scaling)
+{
+    enum { N = 12, V = 256 };
+    const char *src = tu_golden_path("tiny-qwen2-golden.gguf");
+    float *base = malloc(N * V * sizeof(float)), *rows = malloc(N * V * sizeof(float));
+    prompt_logits(src, N, base);
+    bt_model_t *m;
+    char log[2048];
+    static const struct {
+        const char *type;
+        float factor, scale;
+        bool same;
+    } cases[] = {{"linear", 2.0f, 0.5f, false}, {"none", 4.0f, 1.0f, true},
+                 {NULL, 4.0f, 0.25f, false}};
+    for (int c = 0; c < 3; c++) {
+        edit_t e = {.set = {SET_F32("qwen2.rope.scaling.factor", cases[c].factor)}, .n_set = 1};
+        if (cases[c].type)
+            e.set[e.n_set++] = SET_STR("qwen2.rope.scaling.type", cases[c].type);
+        const char *path = write_edited(src, "scaled.gguf", &e);
+        ck_assert_int_eq(load_logged(path, log, sizeof log, &m), BT_OK);
+        ck_assert_msg(m->hp.rope_freq_scale == cases[c].scale, "%s: freq scale %g, want %g",
+                      cases[c].type ? cases[c].type : "(no type)", (double)m->hp.rope_freq_scale,
+                      (double)cases[c].scale);
+        for (int il = 0; il < m->hp.n_layer; il++)
+            ck_assert(m->layers[il].rope_freq_scale == cases[c].scale);
+        bt_model_free(m);
+        prompt_logits(path, N, rows);
+        const bool same = memcmp(rows, base, N * V * sizeof(float)) == 0;
+        ck_assert_msg(same == cases[c].same, "%s factor %g: logits %s", cases[c].type,
+                      (double)cases[c].factor, same ? "unchanged" : "changed");
+        /* the first position is at angle 0: scaling cannot move it */
+        ck_assert(memcmp(rows, base, V * sizeof(float)) == 0);
+    }
+    free(rows);
+    free(base);
+}
+END_TEST
+
+/* gemma3's local and global layers: no pattern key -> N = 6 (layer L
+ * local iff L % 6 < 5: 5 global of 7); an integer N = 3 (2 and 5 global);
+ * a bool array (1 and 4 global); local layers have the window and
+ * rope.freq_base_swa's default 10000, global ones no window and
+ * rope.freq_base. A bool array of the wrong length is refused. Each file
+ * loads and runs to finite logits, the same with cpu and ref. */
+START_TEST(test_limits_gemma3_pattern)
+{
+    static const struct {
+        int pattern;
+        const char *global; /* '1' where the layer is global */
+    } cases[] = {{0, "0000010"}, {6, "0000010"}, {3, "0010010"}, {-1, "0100100"}};
+    char log[2048];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *path = write_gemma3("g3.gguf", cases[c].pattern, c == 3);
+        bt_model_t *m;
+        ck_assert_int_eq(load_logged(path, log, sizeof log, &m), BT_OK);
+        ck_assert_int_eq(m->hp.n_swa, G3_SWA);
+        for (int il = 0; il < G3_LAYERS; il++) {
+            const bool global = cases[c].global[il] == '1';
+            const bt_layer_t *l = &m->layers[il];
+            ck_assert_msg(l->window == (global ? 0 : G3_SWA) &&
+                              l->rope_base == (global ? 1e6f : 10000.0f),
+                          "pattern %d layer %d: window %d base %g, want %s", cases[c].pattern, il,
+                          l->window, (double)l->rope_base, global ? "global" : "local");
+        }
+        enum { N = 9 };
+        int32_t tokens[N], ids[2][1];
+        for (int i = 0; i < N; i++)
+            tokens[i] = 3 * i + 2;
+        float *rows[2] = {malloc(N * G3_VOCAB * sizeof(float)),
+                          malloc(N * G3_VOCAB * sizeof(float))};
+        run_model(m, &bt_ops_cpu, tokens, N, 4, 0, 1, rows[0], ids[0]);
+        run_model(m, &bt_ops_ref, tokens, N, N, 0, 1, rows[1], ids[1]);
+        double max_diff = 0.0;
+        for (int i = 0; i < N * G3_VOCAB; i++) {
+            ck_assert_msg(isfinite(rows[0][i]), "pattern %d: logit %d is %g", cases[c].pattern,
+                          i, (double)rows[0][i]);
+            max_diff = fmax(max_diff, fabs((double)rows[0][i] - rows[1][i]));
+            if (c == 3)
+                ck_assert(fabsf(rows[0][i]) <= 30.0f);
+        }
+        ck_assert_msg(max_diff <= 1e-3, "pattern %d: cpu and ref differ by %g", cases[c].pattern,
+                      max_diff);
+        free(rows[1]);
+        free(rows[0]);
+        bt_model_free(m);
+    }
+    const bool five[5] = {true, true, false, true, true};
+    const char *src = write_gemma3("g3-base.gguf", 0, false);
+    refused(write_edited(src, "g3-short.gguf",
+                         &(edit_t){.set = {{.key = "gemma3.attention.sliding_window_pattern",
+                                            .type = BT_GGUF_ARRAY, .bools = five, .n = 5}},
+                                   .n_set = 1}),
+            BT_ERR_FORMAT, MSG("sliding_window_pattern", "7 bools"), "pattern of 5 bools");
+}
+END_TEST
+
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -720,9 +1178,13 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_odd_rope_dims);
     suite_add_tcase(s, tc);
     tc = tcase_create("limits");
+    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_limits_hparams);
     tcase_add_test(tc, test_limits_block_count);
     tcase_add_test(tc, test_limits_forward);
+    tcase_add_loop_test(tc, test_limits_family_files, 0, N_FAMILIES);
+    tcase_add_test(tc, test_limits_rope_scaling);
+    tcase_add_test(tc, test_limits_gemma3_pattern);
     suite_add_tcase(s, tc);
     return s;
 }
