@@ -1750,7 +1750,7 @@ START_TEST(test_geglu)
     } sp[] = {
         {0.0f, 0.0f},    {-0.0f, -0.0f},       {20.0f, 20.0f},      {1e10f, 1e10f},
         {FLT_MAX, FLT_MAX}, {INFINITY, INFINITY}, {-20.0f, -0.0f},   {-1e10f, -0.0f},
-        {-FLT_MAX, -0.0f},
+        {-FLT_MAX, -0.0f}, {-INFINITY, -0.0f},
     };
     for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++) {
         float gk = sp[k].z, uk = 1.0f;
