@@ -1048,6 +1048,21 @@ static void prompt_logits(const char *path, int n, float *rows)
     bt_model_free(m);
 }
 
+/* A layer number not written as printf writes it ("blk.01.") is not layer
+ * 1: refused as a tensor the family does not use, instead of passing the
+ * check and leaving bind without the "blk.1." tensor it looks up. */
+START_TEST(test_limits_layer_number)
+{
+    const char *src = tu_golden_path("tiny-qwen2-golden.gguf");
+    const char *const msg[] = {"blk.01.attn_q.weight", "not used", NULL};
+    refused(write_edited(src, "blk01.gguf",
+                         &(edit_t){.drop_tensor = "blk.1.attn_q.weight",
+                                   .extra_tensor = "blk.01.attn_q.weight", .extra_ne0 = 64,
+                                   .extra_ne1 = 64}),
+            BT_ERR_UNSUPPORTED, msg, "blk.01 for blk.1");
+}
+END_TEST
+
 /* rope.scaling.type "linear" with factor 2 loads (global layers at freq
  * scale 1/2) and changes the logits; "none" loads and leaves them as they
  * are (its factor ignored); a factor without a type is linear. */
@@ -1184,6 +1199,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_limits_forward);
     tcase_add_loop_test(tc, test_limits_family_files, 0, N_FAMILIES);
     tcase_add_test(tc, test_limits_rope_scaling);
+    tcase_add_test(tc, test_limits_layer_number);
     tcase_add_test(tc, test_limits_gemma3_pattern);
     suite_add_tcase(s, tc);
     return s;
