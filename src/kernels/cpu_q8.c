@@ -81,7 +81,9 @@ static void quantize_rows(int8_t *restrict q, float *restrict d, int32_t *restri
             const int32_t h0 = v16i_hsum(qlo), h1 = v16i_hsum(qhi);
             isum16[((size_t)t * nb + b) * 2] = h0;
             isum16[((size_t)t * nb + b) * 2 + 1] = h1;
-            isum[(size_t)t * nb + b] = h0 + h1;
+            /* wrapping: a NaN or inf activation (a model that overflowed)
+             * rounds to INT_MIN lanes, whose sum is garbage but defined */
+            isum[(size_t)t * nb + b] = (int32_t)((uint32_t)h0 + (uint32_t)h1);
         }
 }
 
