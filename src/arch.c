@@ -22,6 +22,19 @@ const bt_lt_info_t bt_lt_info[BT_LT_COUNT] = {
     [BT_LT_POST_FFN_NORM] = {"post_ffw_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
 };
 
+int64_t bt_dim_size(bt_dim_t d, int n_embd, int n_head, int n_head_kv, int head_dim, int n_ff)
+{
+    switch (d) {
+    case BT_DIM_EMBD: return n_embd;
+    case BT_DIM_Q: return (int64_t)n_head * head_dim;
+    case BT_DIM_KV: return (int64_t)n_head_kv * head_dim;
+    case BT_DIM_FF: return n_ff;
+    case BT_DIM_HEAD: return head_dim;
+    case BT_DIM_ONE: break;
+    }
+    return 1;
+}
+
 /* The llama block: pre-norms, q/k/v/o, a gated FFN. */
 #define LLAMA_LAYER                                                                           \
     (BT_LT_BIT(BT_LT_ATTN_NORM) | BT_LT_BIT(BT_LT_Q) | BT_LT_BIT(BT_LT_K) | BT_LT_BIT(BT_LT_V) | \

@@ -58,6 +58,10 @@ typedef struct bt_lt_info {
     bt_dim_t ne0, ne1;  /* GGUF shape: ne0 contiguous (a matrix's n_in), ne1 its n_out */
 } bt_lt_info_t;
 
+/* The size of dimension d in a model of these sizes (head_dim: of one
+ * head). */
+int64_t bt_dim_size(bt_dim_t d, int n_embd, int n_head, int n_head_kv, int head_dim, int n_ff);
+
 /* Shape and name of each per-layer tensor, indexed by bt_lt_t. A tensor
  * whose ne1 is BT_DIM_ONE is an f32 vector; every other is a matrix. */
 extern const bt_lt_info_t bt_lt_info[BT_LT_COUNT];

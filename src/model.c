@@ -310,14 +310,7 @@ static bt_status_t layer_is_local(const bt_gguf_t *g, const bt_hparams_t *hp, in
 
 static int64_t dim_of(const bt_hparams_t *hp, bt_dim_t d)
 {
-    switch (d) {
-    case BT_DIM_EMBD: return hp->n_embd;
-    case BT_DIM_Q: return (int64_t)hp->n_head * hp->head_dim;
-    case BT_DIM_KV: return (int64_t)hp->n_head_kv * hp->head_dim;
-    case BT_DIM_FF: return hp->n_ff;
-    case BT_DIM_HEAD: return hp->head_dim;
-    default: return 1;
-    }
+    return bt_dim_size(d, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff);
 }
 
 static bt_status_t check_shape(const bt_gguf_t *g, const bt_gguf_tensor_t *t, int64_t ne0,

@@ -220,16 +220,7 @@ static void add_matrix(tensor_list_t *l, const char *name, int64_t n_in, int64_t
 
 static int64_t dim_of(const bt_synth_shape_t *s, bt_dim_t d)
 {
-    const int64_t hd = bt_synth_head_dim(s);
-    switch (d) {
-    case BT_DIM_EMBD: return s->n_embd;
-    case BT_DIM_Q: return hd * s->n_head;
-    case BT_DIM_KV: return hd * s->n_head_kv;
-    case BT_DIM_FF: return s->n_ff;
-    case BT_DIM_HEAD: return hd;
-    case BT_DIM_ONE: break;
-    }
-    return 1;
+    return bt_dim_size(d, s->n_embd, s->n_head, s->n_head_kv, bt_synth_head_dim(s), s->n_ff);
 }
 
 /* The tensors in file order, as the family's row asks: token_embd,
