@@ -323,7 +323,7 @@ typedef struct odd_shape {
 /* f32, f16, bf16 (any row length): every height odd: q, o, down 72 rows,
  * k, v 36, gate, up 40, head 259; head dim 18, 8 dims rotate. */
 static const odd_shape_t odd_float = {"float", 72, 4, 2, 40, 8};
-/* 32-element blocks (q4_0, q4_1, q8_0): n_embd a multiple of 64 (rows the
+/* 32-element blocks (q4_0, q4_1, q5_0, q5_1, q8_0): n_embd a multiple of 64 (rows the
  * 8-bit path takes), so q, o and down are whole panels; k, v 24 rows, gate,
  * up 40, head 259 (down's rows of 40 fit no block: it falls back to f32, as
  * llama.cpp's would); head dim 24, 16 dims rotate. */
@@ -430,6 +430,7 @@ static const struct {
 } odd_cases[] = {
     {&odd_float, BT_TYPE_F32}, {&odd_float, BT_TYPE_F16}, {&odd_float, BT_TYPE_BF16},
     {&odd_q32, BT_TYPE_Q4_0},  {&odd_q32, BT_TYPE_Q4_1},  {&odd_q32, BT_TYPE_Q8_0},
+    {&odd_q32, BT_TYPE_Q5_0},  {&odd_q32, BT_TYPE_Q5_1},
     {&odd_k, BT_TYPE_Q4_K},    {&odd_k, BT_TYPE_Q6_K},
 };
 enum { N_ODD_CASES = sizeof odd_cases / sizeof odd_cases[0] };

@@ -7,8 +7,8 @@
  * bt_ops_cpu's path for them in the avx512 and avx2 builds, while
  * bt_ops_exact keeps f32 activations. The avx512 build also multiplies
  * unpacked blocks directly (all eight formats); the avx2 build multiplies
- * the packed layout only (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K), packing unpacked
- * weights a panel at a time. Both give the same bits.
+ * the packed layout only (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K), packing
+ * unpacked weights a panel at a time. Both give the same bits.
  *
  * Activations: each token's row is cut into blocks of 32, each stored as
  * int8 q = round(x / d) with d = max|x| / 127 (q = 0 where the block is
@@ -390,16 +390,17 @@ static int type_index(uint32_t type)
 
 /* ---- the packed layout: 16 rows interleaved ----
  *
- * Q4_0, Q4_1, Q8_0, Q4_K, Q6_K. Rows in panels of 16 (the last padded with
- * zero rows). Per panel, per 32-block:
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K. Rows in panels of 16 (the last
+ * padded with zero rows). Per panel, per 32-block:
  *   nibble formats (Q4_0, Q4_1, Q4_K): 4 vectors of 64 bytes, vector j =
  *     for each row r its 4 bytes holding elements 4j.. (low nibbles) and
  *     16 + 4j.. (high nibbles);
- *   byte formats (Q8_0: u = q + 128; Q6_K: u = q, 0..63): 8 vectors, vector
- *     j = for each row its elements 4j .. 4j + 3;
- * then the block's per-row scales: Q4_0 16 f16 d; Q4_1 16 f16 d, 16 f16 m;
- * Q8_0 16 f16 d; Q4_K 16 bytes of 6-bit scale, 16 of 6-bit min; Q6_K 2 x 16
- * int8 scales (the two 16-element halves). The K formats put each
+ *   byte formats (Q8_0: u = q + 128; Q5_0, Q5_1: u = the 5-bit q, 0..31;
+ *     Q6_K: u = q, 0..63): 8 vectors, vector j = for each row its elements
+ *     4j .. 4j + 3;
+ * then the block's per-row scales: Q4_0, Q5_0 and Q8_0 16 f16 d; Q4_1 and
+ * Q5_1 16 f16 d, 16 f16 m; Q4_K 16 bytes of 6-bit scale, 16 of 6-bit min;
+ * Q6_K 2 x 16 int8 scales (the two 16-element halves). The K formats put each
  * super-block's 16 f16 d (and Q4_K's 16 f16 dmin) before its 8 blocks.
  * About the bytes of the blocks (Q6_K: 30% more). A row's 4 bytes times
  * one token's 4 quantized activations is one vpdpbusd lane: a block's sum
@@ -410,11 +411,20 @@ static int packed_block_bytes(uint32_t type)
     switch (type) {
     case BT_TYPE_Q4_0: return 4 * 64 + 32;
     case BT_TYPE_Q4_1: return 4 * 64 + 64;
+    case BT_TYPE_Q5_0: return 8 * 64 + 32;
+    case BT_TYPE_Q5_1: return 8 * 64 + 64;
     case BT_TYPE_Q8_0: return 8 * 64 + 32;
     case BT_TYPE_Q4_K: return 4 * 64 + 32;
     case BT_TYPE_Q6_K: return 8 * 64 + 32;
     default: return 0;
     }
+}
+
+/* Whether the packed layout holds a byte per element (else two per byte). */
+static inline bool packed_bytes_fmt(uint32_t type)
+{
+    return type == BT_TYPE_Q8_0 || type == BT_TYPE_Q6_K || type == BT_TYPE_Q5_0 ||
+           type == BT_TYPE_Q5_1;
 }
 
 /* Bytes per panel before each super-block of 8 blocks (K formats). */
@@ -454,6 +464,15 @@ static uint8_t element_u(const uint8_t *row, uint32_t type, int64_t b, int k)
 {
     switch (type) {
     case BT_TYPE_Q8_0: return (uint8_t)(((const bt_block_q8_0_t *)row)[b].qs[k] ^ 0x80);
+    case BT_TYPE_Q5_0:
+    case BT_TYPE_Q5_1: { /* the low nibble, and bit k of qh as 16 */
+        const uint8_t *qs = type == BT_TYPE_Q5_1 ? ((const bt_block_q5_1_t *)row)[b].qs
+                                                  : ((const bt_block_q5_0_t *)row)[b].qs;
+        const uint8_t *qh = type == BT_TYPE_Q5_1 ? ((const bt_block_q5_1_t *)row)[b].qh
+                                                  : ((const bt_block_q5_0_t *)row)[b].qh;
+        const uint8_t lo = k < 16 ? qs[k] & 0xf : qs[k - 16] >> 4;
+        return (uint8_t)(lo | ((qh[k / 8] >> (k % 8)) & 1) << 4);
+    }
     case BT_TYPE_Q4_K: {
         const bt_block_q4_k_t *w = (const bt_block_q4_k_t *)row + b / 8;
         const int j = (int)(b % 8); /* sub-block: low nibbles of 32(j/2).. for even j */
@@ -481,7 +500,7 @@ static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
     const uint32_t type = w->type;
     const int64_t nb = w->n_in / 32;
     const int pb = packed_block_bytes(type), sb = packed_super_bytes(type);
-    const bool nib = type != BT_TYPE_Q8_0 && type != BT_TYPE_Q6_K;
+    const bool nib = !packed_bytes_fmt(type);
     memset(o, 0, panel_bytes(type, nb));
     for (int r = 0; r < 16 && 16 * p + r < w->n_out; r++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)(16 * p + r) * w->row_bytes;
@@ -509,6 +528,11 @@ static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
             switch (type) {
             case BT_TYPE_Q4_0: ((uint16_t *)sc)[r] = ((const bt_block_q4_0_t *)row)[b].d; break;
             case BT_TYPE_Q8_0: ((uint16_t *)sc)[r] = ((const bt_block_q8_0_t *)row)[b].d; break;
+            case BT_TYPE_Q5_0: ((uint16_t *)sc)[r] = ((const bt_block_q5_0_t *)row)[b].d; break;
+            case BT_TYPE_Q5_1:
+                ((uint16_t *)sc)[r] = ((const bt_block_q5_1_t *)row)[b].d;
+                ((uint16_t *)sc)[16 + r] = ((const bt_block_q5_1_t *)row)[b].m;
+                break;
             case BT_TYPE_Q4_1:
                 ((uint16_t *)sc)[r] = ((const bt_block_q4_1_t *)row)[b].d;
                 ((uint16_t *)sc)[16 + r] = ((const bt_block_q4_1_t *)row)[b].m;
@@ -547,7 +571,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
          const int T, const uint32_t type)
 {
     const int64_t nb = n_in / 32;
-    const bool nib = type != BT_TYPE_Q8_0 && type != BT_TYPE_Q6_K;
+    const bool nib = !packed_bytes_fmt(type);
     const bool q6k = type == BT_TYPE_Q6_K;
     const int pb = packed_block_bytes(type), sb = packed_super_bytes(type), nv = nib ? 4 : 8;
     const int sh = offset_shift(type);
@@ -581,7 +605,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
                     const v16i x = v16i_bcast4(xq.q + (size_t)t * n_in + 32 * b + 4 * j);
                     if (q6k && j >= 4)
                         s2[t] = v16i_dot_small(s2[t], v, x);
-                    else if (q6k)
+                    else if (type != BT_TYPE_Q8_0) /* u < 64 */
                         s[t] = v16i_dot_small(s[t], v, x);
                     else /* Q8_0: u up to 255 */
                         s[t] = v16i_dot(s[t], v, x);
@@ -644,6 +668,8 @@ typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, q8_rows_
 #endif
 PANELS(Q4_0)
 PANELS(Q4_1)
+PANELS(Q5_0)
+PANELS(Q5_1)
 PANELS(Q8_0)
 PANELS(Q4_K)
 PANELS(Q6_K)
@@ -651,11 +677,14 @@ PANELS(Q6_K)
 static const panel_fn *panels_for(uint32_t type)
 {
     static const panel_fn q4_0[] = PANEL_ROW(Q4_0), q4_1[] = PANEL_ROW(Q4_1),
+                          q5_0[] = PANEL_ROW(Q5_0), q5_1[] = PANEL_ROW(Q5_1),
                           q8_0[] = PANEL_ROW(Q8_0), q4_k[] = PANEL_ROW(Q4_K),
                           q6_k[] = PANEL_ROW(Q6_K);
     switch (type) {
     case BT_TYPE_Q4_0: return q4_0;
     case BT_TYPE_Q4_1: return q4_1;
+    case BT_TYPE_Q5_0: return q5_0;
+    case BT_TYPE_Q5_1: return q5_1;
     case BT_TYPE_Q4_K: return q4_k;
     case BT_TYPE_Q6_K: return q6_k;
     default: return q8_0;
