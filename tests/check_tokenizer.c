@@ -654,12 +654,7 @@ static bool check_case(const bt_tokenizer_t *t, const ref_case_t *c, bool parse_
 static const char *smollm2_path(void)
 {
     static char path[700];
-    const char *env = getenv("BT_SMOLLM2");
-    if (env != NULL && *env != '\0')
-        snprintf(path, sizeof path, "%s", env);
-    else
-        snprintf(path, sizeof path, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", tu_srcdir());
-    return path;
+    return tu_model_path("BT_SMOLLM2", "SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path);
 }
 
 /* Copies the real vocabulary into a GGUF with another tokenizer.ggml.pre. */
@@ -790,12 +785,7 @@ END_TEST
 static const char *gemma3_path(void)
 {
     static char path[700];
-    const char *env = getenv("BT_GEMMA3");
-    if (env != NULL && *env != '\0')
-        snprintf(path, sizeof path, "%s", env);
-    else
-        snprintf(path, sizeof path, "%s/models/gemma-3-270m-q4_k_m.gguf", tu_srcdir());
-    return path;
+    return tu_model_path("BT_GEMMA3", "gemma-3-270m-q4_k_m.gguf", path, sizeof path);
 }
 
 static bt_tokenizer_t *gemma3_load(void)

@@ -43,6 +43,19 @@ static inline const char *tu_srcdir(void)
     return d != NULL && *d != '\0' ? d : BT_TOP_SRCDIR;
 }
 
+/* A downloaded model's path into path (size bytes): the environment
+ * variable env when set, else <srcdir>/models/name. Returns path. */
+static inline const char *tu_model_path(const char *env, const char *name, char *path,
+                                        size_t size)
+{
+    const char *e = getenv(env);
+    if (e != NULL && *e != '\0')
+        snprintf(path, size, "%s", e);
+    else
+        snprintf(path, size, "%s/models/%s", tu_srcdir(), name);
+    return path;
+}
+
 /* Writes the path of golden reference file NAME into path: in
  * $BT_GOLDEN_DIR when set, else in the source tree's tests/data/golden.
  * Returns whether the file is readable. Usable outside a running test
