@@ -16,7 +16,7 @@
 static const bt_synth_shape_t shapes[] = {
     {.name = "tiny", .arch = "llama", .n_vocab = 256, .n_embd = 64, .n_layer = 4, .n_head = 4,
      .n_head_kv = 2, .n_ff = 160, .n_ctx_train = 512, .rope_base = 10000.0f, .rms_eps = 1e-5f},
-    /* the golden tiny-qwen2/-qwen3 files' dimensions (../shared/golden/README-dense.txt) */
+    /* the golden tiny-qwen2/-qwen3 files' dimensions (tests/data/README.md) */
     {.name = "tiny", .arch = "qwen2", .n_vocab = 256, .n_embd = 64, .n_layer = 4, .n_head = 4,
      .n_head_kv = 2, .n_ff = 160, .n_ctx_train = 512, .rope_base = 1e6f, .rms_eps = 1e-6f},
     {.name = "tiny", .arch = "qwen3", .n_vocab = 256, .n_embd = 64, .n_layer = 4, .n_head = 4,
@@ -270,10 +270,11 @@ uint64_t bt_synth_n_params(const bt_synth_shape_t *s)
     return l.n_params;
 }
 
-/* rope_freqs.weight: the Llama 3 rule (llama.cpp's converter; the text is
- * in ../shared/golden/README-dense.txt) with factor 8, low and high
- * frequency factors 1 and 4 and original context ctx0, over the n pairs
- * of a head's 2n rotated dims. */
+/* rope_freqs.weight: the Llama 3 rule (the one that made the factors of
+ * tests/data/golden/tiny-llama3-ropefreqs-golden.gguf) with factor 8, low
+ * and high frequency factors 1 and 4 and original context ctx0, over the n
+ * pairs of a head's 2n rotated dims: pairs whose wavelength is below
+ * ctx0 / 4 keep factor 1, above ctx0 get 8, between blend smoothly. */
 static void llama3_rope_factors(float *out, int64_t n, float base, int ctx0)
 {
     const double factor = 8.0, low = 1.0, high = 4.0, pi = 3.14159265358979323846;

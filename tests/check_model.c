@@ -872,8 +872,8 @@ static void refused(const char *path, bt_status_t want, const char *const *want_
 enum { G3_EMBD = 64, G3_FF = 96, G3_HEAD = 4, G3_KV = 2, G3_HD = 32, G3_LAYERS = 7,
        G3_VOCAB = 256, G3_SWA = 4 };
 
-/* The keys and tensors README-gemma3.txt lists, at small sizes: n_embd 64,
- * 4 heads of 32 (key_length, not 64 / 4) over 2 kv heads, 7 layers,
+/* The keys and tensors of a Gemma 3 GGUF (Gemma 3 270M's list), at small
+ * sizes: n_embd 64, 4 heads of 32 (key_length, not 64 / 4) over 2 kv heads, 7 layers,
  * window 4, tied output; pattern: 0 no pattern key, N > 0 the integer N,
  * -1 a bool array (layers 1 and 4 global). Norm weights near 1, matrices
  * small. */

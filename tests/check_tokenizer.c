@@ -816,7 +816,7 @@ START_TEST(test_gemma3_load)
     /* a time is reported, never asserted: the machine may be slow or shared */
     bt_gguf_close(g);
 
-    /* README-gemma3.txt, "Tokenizer" */
+    /* Gemma 3's vocabulary as llama.cpp reads it (tests/data/README.md) */
     ck_assert_int_eq(bt_tokenizer_kind(t), BT_TOKENIZER_SPM);
     ck_assert_int_eq(bt_tokenizer_n_vocab(t), 262144);
     ck_assert_int_eq(bt_tokenizer_bos(t), 2);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real Gemma 3 270M (base, Q4_K_M) end to end against llama.cpp's and
-# an exact float64 reference (tests/data/golden/README-gemma3.txt):
+# an exact float64 reference (tests/data/README.md, "Gemma 3 270M"):
 #   - greedy ids of both reference prompts: every kernel set gives the ids
 #     every llama.cpp run agrees on (prompt 1: 5, prompt 2: 4; after that
 #     the top-2 margins fall below llama.cpp's own run-to-run noise); exact
@@ -42,7 +42,9 @@ agree() { # agree A B: how many leading comma-separated ids are equal
     while [ $i -lt ${#a[@]} ] && [ $i -lt ${#b[@]} ] && [ "${a[$i]}" = "${b[$i]}" ]; do i=$((i + 1)); done
     echo $i
 }
-# float64 greedy of prompt 1 (README-gemma3.txt): exact's target
+# float64 greedy of prompt 1 (from the reference's specification, the
+# float64 NumPy pass that made gemma3-270m-prompt1-last.f64.logits.bin):
+# exact's target
 f64_p1=506,5279,529,506,2891,529,7001,236761,1030,563,506,7488,3207,528,7001,532,506,1855,7488,3207,528,3879,236761,1030,563,5628,528,506,6029,529,506,2891
 
 # ---- greedy ids ----
