@@ -19,40 +19,54 @@ const bt_lt_info_t bt_lt_info[BT_LT_COUNT] = {
     [BT_LT_GATE] = {"ffn_gate.weight", BT_DIM_EMBD, BT_DIM_FF},
     [BT_LT_UP] = {"ffn_up.weight", BT_DIM_EMBD, BT_DIM_FF},
     [BT_LT_DOWN] = {"ffn_down.weight", BT_DIM_FF, BT_DIM_EMBD},
+    [BT_LT_ROUTER] = {"ffn_gate_inp.weight", BT_DIM_EMBD, BT_DIM_EXPERT},
+    [BT_LT_GATE_EXPS] = {"ffn_gate_exps.weight", BT_DIM_EMBD, BT_DIM_FF_EXP, BT_DIM_EXPERT},
+    [BT_LT_UP_EXPS] = {"ffn_up_exps.weight", BT_DIM_EMBD, BT_DIM_FF_EXP, BT_DIM_EXPERT},
+    [BT_LT_DOWN_EXPS] = {"ffn_down_exps.weight", BT_DIM_FF_EXP, BT_DIM_EMBD, BT_DIM_EXPERT},
     [BT_LT_POST_FFN_NORM] = {"post_ffw_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
 };
 
-int64_t bt_dim_size(bt_dim_t d, int n_embd, int n_head, int n_head_kv, int head_dim, int n_ff)
+int64_t bt_dim_size(bt_dim_t d, const bt_dims_t *s)
 {
     switch (d) {
-    case BT_DIM_EMBD: return n_embd;
-    case BT_DIM_Q: return (int64_t)n_head * head_dim;
-    case BT_DIM_KV: return (int64_t)n_head_kv * head_dim;
-    case BT_DIM_FF: return n_ff;
-    case BT_DIM_HEAD: return head_dim;
+    case BT_DIM_EMBD: return s->n_embd;
+    case BT_DIM_Q: return (int64_t)s->n_head * s->head_dim;
+    case BT_DIM_KV: return (int64_t)s->n_head_kv * s->head_dim;
+    case BT_DIM_FF: return s->n_ff;
+    case BT_DIM_HEAD: return s->head_dim;
+    case BT_DIM_EXPERT: return s->n_expert;
+    case BT_DIM_FF_EXP: return s->n_ff_exp;
     case BT_DIM_ONE: break;
     }
     return 1;
 }
 
-/* The llama block: pre-norms, q/k/v/o, a gated FFN. */
+/* The llama block: pre-norms, q/k/v/o; its FFN gated, dense or experts. */
 #define LLAMA_LAYER                                                                           \
     (BT_LT_BIT(BT_LT_ATTN_NORM) | BT_LT_BIT(BT_LT_Q) | BT_LT_BIT(BT_LT_K) | BT_LT_BIT(BT_LT_V) | \
-     BT_LT_BIT(BT_LT_O) | BT_LT_BIT(BT_LT_FFN_NORM) | BT_LT_BIT(BT_LT_GATE) |                  \
-     BT_LT_BIT(BT_LT_UP) | BT_LT_BIT(BT_LT_DOWN))
+     BT_LT_BIT(BT_LT_O) | BT_LT_BIT(BT_LT_FFN_NORM))
+#define DENSE (BT_LT_BIT(BT_LT_GATE) | BT_LT_BIT(BT_LT_UP) | BT_LT_BIT(BT_LT_DOWN))
+#define EXPERTS                                                                                \
+    (BT_LT_BIT(BT_LT_ROUTER) | BT_LT_BIT(BT_LT_GATE_EXPS) | BT_LT_BIT(BT_LT_UP_EXPS) |          \
+     BT_LT_BIT(BT_LT_DOWN_EXPS))
 #define QKV_BIAS (BT_LT_BIT(BT_LT_Q_BIAS) | BT_LT_BIT(BT_LT_K_BIAS) | BT_LT_BIT(BT_LT_V_BIAS))
 #define QK_NORM (BT_LT_BIT(BT_LT_Q_NORM) | BT_LT_BIT(BT_LT_K_NORM))
 #define POST_NORMS (BT_LT_BIT(BT_LT_POST_ATTN_NORM) | BT_LT_BIT(BT_LT_POST_FFN_NORM))
 
 static const bt_arch_t archs[] = {
-    /* llama (and Mistral, SmolLM, Llama 3.x): optional q/k/v biases as llama.cpp allows */
-    {.name = "llama", .layer = LLAMA_LAYER, .layer_optional = QKV_BIAS, .rope = BT_ROPE_NORM,
-     .act = BT_ACT_SILU, .rope_freqs = true},
-    {.name = "qwen2", .layer = LLAMA_LAYER | QKV_BIAS, .rope = BT_ROPE_NEOX, .act = BT_ACT_SILU},
-    {.name = "qwen3", .layer = LLAMA_LAYER | QK_NORM, .rope = BT_ROPE_NEOX, .act = BT_ACT_SILU},
-    {.name = "gemma3", .layer = LLAMA_LAYER | QK_NORM | POST_NORMS, .rope = BT_ROPE_NEOX,
-     .act = BT_ACT_GELU_TANH, .embd_scale = true, .swa = true, .swa_pattern = 6,
-     .rope_base_swa = 10000.0f, .softcap = true},
+    /* llama (and Mistral, SmolLM, Llama 3.x; Mixtral with experts): optional q/k/v biases
+     * as llama.cpp allows */
+    {.name = "llama", .layer = LLAMA_LAYER, .layer_optional = QKV_BIAS, .dense = DENSE,
+     .moe = EXPERTS, .rope = BT_ROPE_NORM, .act = BT_ACT_SILU, .rope_freqs = true},
+    {.name = "qwen2", .layer = LLAMA_LAYER | QKV_BIAS, .dense = DENSE, .rope = BT_ROPE_NEOX,
+     .act = BT_ACT_SILU},
+    {.name = "qwen3", .layer = LLAMA_LAYER | QK_NORM, .dense = DENSE, .rope = BT_ROPE_NEOX,
+     .act = BT_ACT_SILU},
+    {.name = "qwen3moe", .layer = LLAMA_LAYER | QK_NORM, .moe = EXPERTS, .rope = BT_ROPE_NEOX,
+     .act = BT_ACT_SILU},
+    {.name = "gemma3", .layer = LLAMA_LAYER | QK_NORM | POST_NORMS, .dense = DENSE,
+     .rope = BT_ROPE_NEOX, .act = BT_ACT_GELU_TANH, .embd_scale = true, .swa = true,
+     .swa_pattern = 6, .rope_base_swa = 10000.0f, .softcap = true},
 };
 
 const bt_arch_t *bt_arch_find(const char *name, size_t len)
@@ -63,4 +77,9 @@ const bt_arch_t *bt_arch_find(const char *name, size_t len)
     return NULL;
 }
 
-const char *bt_arch_names(void) { return "llama, qwen2, qwen3, gemma3"; }
+const char *bt_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3"; }
+
+uint32_t bt_arch_layer_bits(const bt_arch_t *a, bool experts)
+{
+    return a->layer | (experts ? a->moe : a->dense);
+}

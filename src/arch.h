@@ -2,7 +2,8 @@
  * arch.h: what a GGUF general.architecture means, as one table row per
  * family.
  *
- * A row says which tensors a layer has (required and optional), how the
+ * A row says which tensors a layer has (required and optional; a dense
+ * feed-forward block, or router and experts: mixture of experts), how the
  * rotary embedding pairs dimensions, which activation gates the FFN, and
  * which extras the family uses: rope frequency factors, sliding-window
  * layers with their own rope base, embedding scaling, final logit
@@ -37,6 +38,10 @@ typedef enum bt_lt {
     BT_LT_GATE,           /* [n_embd -> n_ff] */
     BT_LT_UP,             /* [n_embd -> n_ff] */
     BT_LT_DOWN,           /* [n_ff -> n_embd] */
+    BT_LT_ROUTER,         /* [n_embd -> n_expert]: one logit per expert */
+    BT_LT_GATE_EXPS,      /* n_expert matrices [n_embd -> n_ff_exp], one after another */
+    BT_LT_UP_EXPS,        /* n_expert matrices [n_embd -> n_ff_exp] */
+    BT_LT_DOWN_EXPS,      /* n_expert matrices [n_ff_exp -> n_embd] */
     BT_LT_POST_FFN_NORM,  /* RMS norm of the FFN output before the residual add */
     BT_LT_COUNT
 } bt_lt_t;
@@ -51,16 +56,23 @@ typedef enum bt_dim {
     BT_DIM_KV,   /* n_head_kv * head_dim */
     BT_DIM_FF,   /* n_ff */
     BT_DIM_HEAD, /* head_dim */
+    BT_DIM_EXPERT, /* n_expert */
+    BT_DIM_FF_EXP, /* n_ff_exp: the hidden size of one expert */
 } bt_dim_t;
 
 typedef struct bt_lt_info {
-    const char *suffix; /* "attn_q.weight" */
-    bt_dim_t ne0, ne1;  /* GGUF shape: ne0 contiguous (a matrix's n_in), ne1 its n_out */
+    const char *suffix;     /* "attn_q.weight" */
+    bt_dim_t ne0, ne1, ne2; /* GGUF shape: ne0 contiguous (a matrix's n_in), ne1 its n_out,
+                             * ne2 the experts of a 3-D tensor (else BT_DIM_ONE) */
 } bt_lt_info_t;
 
-/* The size of dimension d in a model of these sizes (head_dim: of one
- * head). */
-int64_t bt_dim_size(bt_dim_t d, int n_embd, int n_head, int n_head_kv, int head_dim, int n_ff);
+/* The sizes the dimensions stand for. */
+typedef struct bt_dims {
+    int n_embd, n_head, n_head_kv, head_dim, n_ff, n_expert, n_ff_exp;
+} bt_dims_t;
+
+/* The size of dimension d. */
+int64_t bt_dim_size(bt_dim_t d, const bt_dims_t *s);
 
 /* Shape and name of each per-layer tensor, indexed by bt_lt_t. A tensor
  * whose ne1 is BT_DIM_ONE is an f32 vector; every other is a matrix. */
@@ -78,8 +90,10 @@ typedef enum bt_act {
 
 typedef struct bt_arch {
     const char *name;        /* general.architecture; also the prefix of its keys */
-    uint32_t layer;          /* BT_LT_BIT set every layer must have */
+    uint32_t layer;          /* BT_LT_BIT set every layer must have, FFN matrices aside */
     uint32_t layer_optional; /* the bits a layer may have */
+    uint32_t dense;          /* the FFN's bits in a file without experts (0: experts needed) */
+    uint32_t moe;            /* the FFN's bits in a file with experts (0: none allowed) */
     bt_rope_pairing_t rope;
     bt_act_t act;
     bool rope_freqs;         /* may carry rope_freqs.weight: one factor per rotated pair,
@@ -97,5 +111,9 @@ const bt_arch_t *bt_arch_find(const char *name, size_t len);
 
 /* The supported architectures' names, comma-separated. */
 const char *bt_arch_names(void);
+
+/* The bits every layer of a has in a file with experts or without (the
+ * optional ones are a->layer_optional). */
+uint32_t bt_arch_layer_bits(const bt_arch_t *a, bool experts);
 
 #endif /* BT_ARCH_H */

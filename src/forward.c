@@ -5,11 +5,27 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static size_t scratch_per_thread(const bt_model_t *m, int n_ctx)
 {
     int64_t n_in = bt_model_max_n_in(m);
     return bt_scratch_floats(n_in, n_ctx);
+}
+
+/* The FFN's widest hidden size: the dense one or an expert's. */
+static size_t ff_width(const bt_hparams_t *hp)
+{
+    return (size_t)(hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp);
+}
+
+/* Floats per row of the mixture-of-experts buffers (0 for a dense FFN). */
+static size_t moe_floats(const bt_hparams_t *hp)
+{
+    if (hp->n_expert == 0)
+        return 0;
+    const size_t k = (size_t)hp->n_expert_used;
+    return (size_t)hp->n_expert + 2 * k + 1 + (size_t)hp->n_embd * (1 + k); /* ints as floats */
 }
 
 size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int n_slot, int max_tok, int n_threads,
@@ -18,8 +34,8 @@ size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int n_slot, int max_tok,
     const bt_hparams_t *hp = &m->hp;
     size_t q_dim = (size_t)hp->n_head * hp->head_dim;
     size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
-    size_t act = (size_t)max_tok *
-                 (2 * (size_t)hp->n_embd + 2 * q_dim + 2 * kv_dim + 2 * (size_t)hp->n_ff);
+    size_t act = (size_t)max_tok * (2 * (size_t)hp->n_embd + 2 * q_dim + 2 * kv_dim +
+                                    2 * ff_width(hp) + moe_floats(hp));
     size_t scratch = (size_t)n_threads * scratch_per_thread(m, n_ctx);
     size_t rows = (size_t)max_tok * (sizeof(bt_row_t) + sizeof(bt_run_t)) +
                   (size_t)n_slot * sizeof(int);
@@ -71,8 +87,19 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
     f->v = malloc(mt * (size_t)f->kv.kv_dim * sizeof(float));
     f->att = malloc(mt * q_dim * sizeof(float));
     f->o = malloc(mt * hp->n_embd * sizeof(float));
-    f->gate = malloc(mt * hp->n_ff * sizeof(float));
-    f->up = malloc(mt * hp->n_ff * sizeof(float));
+    f->gate = malloc(mt * ff_width(hp) * sizeof(float));
+    f->up = malloc(mt * ff_width(hp) * sizeof(float));
+    if (hp->n_expert > 0) {
+        const size_t k = (size_t)hp->n_expert_used;
+        f->route = malloc(mt * (size_t)hp->n_expert * sizeof(float));
+        f->sel = malloc(mt * k * sizeof(int));
+        f->sel_w = malloc(mt * k * sizeof(float));
+        f->gather = malloc(mt * sizeof(int));
+        f->xg = malloc(mt * hp->n_embd * sizeof(float));
+        f->y_exp = malloc(mt * k * hp->n_embd * sizeof(float));
+        if (!f->route || !f->sel || !f->sel_w || !f->gather || !f->xg || !f->y_exp)
+            f->up = (free(f->up), NULL); /* reported below */
+    }
     f->rows = malloc(mt * sizeof *f->rows);
     f->runs = malloc(mt * sizeof *f->runs);
     f->slot_next = malloc((size_t)n_slot * sizeof *f->slot_next);
@@ -98,6 +125,12 @@ void bt_forward_free(bt_forward_t *f)
 {
     if (f == NULL)
         return;
+    free(f->y_exp);
+    free(f->xg);
+    free(f->gather);
+    free(f->sel_w);
+    free(f->sel);
+    free(f->route);
     free(f->slot_next);
     free(f->runs);
     free(f->rows);
@@ -221,6 +254,61 @@ static void residual(const bt_forward_t *f, float *x, float *y, const float *pos
     bt_add_f32(x, y, (int64_t)n_tok * hp->n_embd);
 }
 
+/* out = down(act(gate(xn)) * up(xn)) for n rows of xn. */
+static void ffn(const bt_forward_t *f, const bt_matrix_t *gate, const bt_matrix_t *up,
+                const bt_matrix_t *down, const float *xn, int n, float *out)
+{
+    const int64_t n_ff = gate->n_out;
+    project(f, f->gate, gate, NULL, xn, n);
+    project(f, f->up, up, NULL, xn, n);
+    if (f->m->hp.arch->act == BT_ACT_GELU_TANH)
+        bt_geglu_f32(f->gate, f->up, (int64_t)n * n_ff);
+    else
+        bt_swiglu_f32(f->gate, f->up, (int64_t)n * n_ff);
+    project(f, out, down, NULL, f->gate, n);
+}
+
+/* Mixture of experts on f->xn into f->o: each row's router picks its k
+ * experts (bt_topk_softmax); each expert runs once on the rows that chose
+ * it, gathered into one batch (a GEMM per expert, or a GEMV for a lone
+ * row); each row then sums its experts' outputs, weighted, best first.
+ * A row's result depends on its own input alone (the kernels' rows are
+ * independent, the sum's order is the row's own ranking), so not on
+ * which other rows share its micro-batch or chose the same experts. */
+static void experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
+{
+    const bt_hparams_t *hp = &f->m->hp;
+    const int k = hp->n_expert_used, n_embd = hp->n_embd;
+    const size_t e_sz = (size_t)n_embd;
+    project(f, f->route, &l->router, NULL, f->xn, n_tok);
+    for (int t = 0; t < n_tok; t++)
+        bt_topk_softmax(f->route + (size_t)t * hp->n_expert, hp->n_expert, k, f->sel + t * k,
+                        f->sel_w + t * k);
+    for (int e = 0; e < hp->n_expert; e++) {
+        int n = 0; /* the (row, rank) pairs that chose e, in row order */
+        for (int j = 0; j < n_tok * k; j++)
+            if (f->sel[j] == e) {
+                f->gather[n] = j;
+                memcpy(f->xg + (size_t)n * e_sz, f->xn + (size_t)(j / k) * e_sz,
+                       e_sz * sizeof(float));
+                n++;
+            }
+        if (n == 0)
+            continue;
+        const bt_matrix_t gate = bt_expert(&l->gate_exps, e), up = bt_expert(&l->up_exps, e),
+                          down = bt_expert(&l->down_exps, e);
+        ffn(f, &gate, &up, &down, f->xg, n, f->xg);
+        for (int i = 0; i < n; i++)
+            memcpy(f->y_exp + (size_t)f->gather[i] * e_sz, f->xg + (size_t)i * e_sz,
+                   e_sz * sizeof(float));
+    }
+    memset(f->o, 0, (size_t)n_tok * e_sz * sizeof(float));
+    for (int t = 0; t < n_tok; t++)
+        for (int i = 0; i < k; i++)
+            bt_axpy_f32(f->o + (size_t)t * e_sz, f->sel_w[t * k + i],
+                        f->y_exp + ((size_t)t * k + i) * e_sz, n_embd);
+}
+
 /* One block on x [n_tok, n_embd] in place, as the layer's tensors and the
  * architecture say (arch.h). */
 static void layer(bt_forward_t *f, int il, float *x, int n_tok)
@@ -243,15 +331,12 @@ static void layer(bt_forward_t *f, int il, float *x, int n_tok)
     project(f, f->o, &l->wo, NULL, f->att, n_tok);
     residual(f, x, f->o, l->post_attn_norm, n_tok);
 
-    /* feed-forward: down(act(gate(xn)) * up(xn)) */
+    /* feed-forward: down(act(gate(xn)) * up(xn)), dense or by experts */
     bt_rmsnorm_f32(f->xn, x, l->ffn_norm, n_tok, n_embd, hp->rms_eps);
-    project(f, f->gate, &l->w_gate, NULL, f->xn, n_tok);
-    project(f, f->up, &l->w_up, NULL, f->xn, n_tok);
-    if (hp->arch->act == BT_ACT_GELU_TANH)
-        bt_geglu_f32(f->gate, f->up, (int64_t)n_tok * hp->n_ff);
+    if (l->router.data != NULL)
+        experts(f, l, n_tok);
     else
-        bt_swiglu_f32(f->gate, f->up, (int64_t)n_tok * hp->n_ff);
-    project(f, f->o, &l->w_down, NULL, f->gate, n_tok);
+        ffn(f, &l->w_gate, &l->w_up, &l->w_down, f->xn, n_tok, f->o);
     residual(f, x, f->o, l->post_ffn_norm, n_tok);
 }
 

@@ -49,8 +49,15 @@ typedef struct bt_forward {
     float *v;    /* [max_tok, n_head_kv * head_dim] this batch's values, before the cache */
     float *att;  /* [max_tok, n_head * head_dim] attention output */
     float *o;    /* [max_tok, n_embd] projection output before the residual */
-    float *gate; /* [max_tok, n_ff] */
-    float *up;   /* [max_tok, n_ff] */
+    float *gate; /* [max_tok, max(n_ff, n_ff_exp)] */
+    float *up;   /* [max_tok, max(n_ff, n_ff_exp)] */
+    /* mixture of experts (n_expert > 0), k = n_expert_used: */
+    float *route;  /* [max_tok, n_expert] router logits */
+    int *sel;      /* [max_tok, k] the chosen experts of each row, best first */
+    float *sel_w;  /* [max_tok, k] their weights */
+    int *gather;   /* [max_tok] rows of xn an expert takes, in row order */
+    float *xg;     /* [max_tok, n_embd] those rows */
+    float *y_exp;  /* [max_tok, k, n_embd] each row's expert outputs, best first */
     bt_row_t *rows; /* [max_tok] bt_forward_layers' rows */
     bt_run_t *runs; /* [max_tok] the current micro-batch's runs */
     int n_runs;

@@ -29,6 +29,8 @@ static void usage(FILE *f)
             "             --n-rot N (rotated dims per head, even, <= head dim),\n"
             "             --head-dim N (even; writes key_length and value_length),\n"
             "             --swa N (gemma3 sliding window; 0: none),\n"
+            "             --n-expert N, --n-expert-used K, --n-ff-exp N (experts: llama,\n"
+            "             qwen3moe; llama's are --n-ff wide),\n"
             "             --rope-freqs N (llama: Llama 3 rope factors for original context N;\n"
             "             0: none), --rope-base F, --tied, --untied\n",
             bt_synth_shape_names(), bt_arch_names(), bt_type_supported_names());
@@ -37,7 +39,7 @@ static void usage(FILE *f)
 enum {
     OPT_SHAPE = 256, OPT_TYPE, OPT_SEED, OPT_VOCAB, OPT_EMBD, OPT_LAYER, OPT_HEAD, OPT_HEAD_KV,
     OPT_FF, OPT_CTX, OPT_ROPE, OPT_TIED, OPT_UNTIED, OPT_ROT, OPT_ARCH, OPT_HEAD_DIM, OPT_SWA,
-    OPT_ROPE_FREQS,
+    OPT_ROPE_FREQS, OPT_EXPERT, OPT_EXPERT_USED, OPT_FF_EXP,
 };
 
 static bt_status_t parse_float(const char *flag, const char *s, float *out)
@@ -67,6 +69,9 @@ int main(int argc, char **argv)
         {"head-dim", required_argument, 0, OPT_HEAD_DIM},
         {"swa", required_argument, 0, OPT_SWA},
         {"rope-freqs", required_argument, 0, OPT_ROPE_FREQS},
+        {"n-expert", required_argument, 0, OPT_EXPERT},
+        {"n-expert-used", required_argument, 0, OPT_EXPERT_USED},
+        {"n-ff-exp", required_argument, 0, OPT_FF_EXP},
         {0, 0, 0, 0},
     };
     /* The shape and its family come first so overrides apply whatever the
@@ -114,6 +119,11 @@ int main(int argc, char **argv)
         case OPT_ROT: st = bt_parse_int("--n-rot", optarg, 2, 1 << 16, &s.n_rot); break;
         case OPT_HEAD_DIM: st = bt_parse_int("--head-dim", optarg, 1, 1 << 16, &s.head_dim); break;
         case OPT_SWA: st = bt_parse_int("--swa", optarg, 0, 1 << 24, &s.n_swa); break;
+        case OPT_EXPERT: st = bt_parse_int("--n-expert", optarg, 0, 4096, &s.n_expert); break;
+        case OPT_EXPERT_USED:
+            st = bt_parse_int("--n-expert-used", optarg, 1, 4096, &s.n_expert_used);
+            break;
+        case OPT_FF_EXP: st = bt_parse_int("--n-ff-exp", optarg, 1, 1 << 22, &s.n_ff_exp); break;
         case OPT_ROPE_FREQS:
             st = bt_parse_int("--rope-freqs", optarg, 0, 1 << 24, &s.rope_freqs_ctx);
             break;
@@ -131,6 +141,10 @@ int main(int argc, char **argv)
             break;
         }
     }
+    if (s.n_expert > 0 && s.n_expert_used == 0) /* experts given, the rest defaults */
+        s.n_expert_used = s.n_expert < 2 ? s.n_expert : 2;
+    if (s.n_expert > 0 && s.n_ff_exp == 0)
+        s.n_ff_exp = s.n_ff;
     if (st == BT_OK && optind < argc) {
         bt_log_error("unexpected argument '%s'", argv[optind]);
         st = BT_ERR_ARG;

@@ -70,7 +70,7 @@ static const char *const common_keys[] = {
     "attention.key_length", "attention.value_length", "rope.freq_base", "rope.dimension_count",
     "vocab_size", "rope.scaling.type", "rope.scaling.factor",
     "rope.scaling.original_context_length", "rope.scaling.finetuned", "expert_count",
-    "expert_used_count",
+    "expert_used_count", "expert_feed_forward_length",
 };
 static const char *const swa_keys[] = {"attention.sliding_window",
                                        "attention.sliding_window_pattern", "rope.freq_base_swa"};
@@ -145,23 +145,54 @@ static bt_status_t read_rope_scaling(const bt_gguf_t *g, bt_hparams_t *hp)
     return BT_OK;
 }
 
-/* Keys that only some families may have, refused where baton has no use
- * for them: experts (none yet). */
-static bt_status_t check_no_experts(const bt_gguf_t *g, const bt_hparams_t *hp)
+/* A u32 key that may be absent (0) or 0. */
+static bt_status_t get_count(const bt_gguf_t *g, const char *key, int *out)
 {
-    const char *names[] = {"expert_count", "expert_used_count"};
-    for (int i = 0; i < 2; i++) {
-        char key[96];
-        uint32_t v;
-        bt_status_t st = bt_gguf_get_u32(g, akey(hp, names[i], key, sizeof key), &v);
-        if (st == BT_OK && v != 0) {
-            bt_log_error("model: %s: %s = %u: mixture-of-experts layers are not supported",
-                         g->path, key, v);
-            return BT_ERR_UNSUPPORTED;
-        }
-        if (st != BT_OK && st != BT_ERR_ARG)
-            return st;
+    uint32_t v = 0;
+    bt_status_t st = bt_gguf_get_u32(g, key, &v);
+    if (st != BT_OK && st != BT_ERR_ARG)
+        return st;
+    if (v > DIM_MAX) {
+        bt_log_error("model: %s: %s = %u is out of range (0..%d)", g->path, key, v, DIM_MAX);
+        return BT_ERR_FORMAT;
     }
+    *out = (int)v;
+    return BT_OK;
+}
+
+/* The FFN: a dense one of feed_forward_length, or expert_count experts of
+ * expert_feed_forward_length (llama's experts: feed_forward_length), of
+ * which each token uses expert_used_count; as the family allows. */
+static bt_status_t read_ffn(const bt_gguf_t *g, bt_hparams_t *hp)
+{
+    const bt_arch_t *a = hp->arch;
+    char k1[96], k2[96];
+    bt_status_t st;
+    if ((st = get_count(g, akey(hp, "expert_count", k1, sizeof k1), &hp->n_expert)) ||
+        (st = get_count(g, akey(hp, "expert_used_count", k2, sizeof k2), &hp->n_expert_used)))
+        return st;
+    if (hp->n_expert > 0 && a->moe == 0) {
+        bt_log_error("model: %s: %s = %d: architecture '%s' has no mixture-of-experts layers",
+                     g->path, k1, hp->n_expert, a->name);
+        return BT_ERR_UNSUPPORTED;
+    }
+    if (hp->n_expert == 0 && a->dense == 0) {
+        bt_log_error("model: %s: %s is missing or 0: architecture '%s' needs experts", g->path,
+                     k1, a->name);
+        return BT_ERR_FORMAT;
+    }
+    if (hp->n_expert > 0 && (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert)) {
+        bt_log_error("model: %s: %s = %d must be in 1..%s = %d", g->path, k2, hp->n_expert_used,
+                     k1, hp->n_expert);
+        return BT_ERR_FORMAT;
+    }
+    /* a dense FFN's size is required; with experts it is the default of theirs */
+    if ((st = get_dim(g, akey(hp, "feed_forward_length", k1, sizeof k1),
+                      hp->n_expert > 0 ? 0 : -1, &hp->n_ff)))
+        return st;
+    if (hp->n_expert > 0)
+        return get_dim(g, akey(hp, "expert_feed_forward_length", k2, sizeof k2),
+                       hp->n_ff > 0 ? hp->n_ff : -1, &hp->n_ff_exp);
     return BT_OK;
 }
 
@@ -202,13 +233,13 @@ static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
 #define K(i, name) akey(hp, name, k[i], sizeof k[i])
     if ((st = get_dim(g, K(0, "block_count"), -1, &hp->n_layer)) ||
         (st = get_dim(g, K(1, "embedding_length"), -1, &hp->n_embd)) ||
-        (st = get_dim(g, K(2, "feed_forward_length"), -1, &hp->n_ff)) ||
+        (st = read_ffn(g, hp)) ||
         (st = get_dim(g, K(3, "attention.head_count"), -1, &hp->n_head)) ||
         (st = get_dim(g, K(4, "attention.head_count_kv"), hp->n_head, &hp->n_head_kv)) ||
         (st = get_dim(g, K(5, "context_length"), 2048, &hp->n_ctx_train)) ||
         (st = get_float(g, K(6, "attention.layer_norm_rms_epsilon"), 1e-5f, &hp->rms_eps)) ||
         (st = get_float(g, K(7, "rope.freq_base"), 10000.0f, &hp->rope_base)) ||
-        (st = read_rope_scaling(g, hp)) || (st = check_no_experts(g, hp)))
+        (st = read_rope_scaling(g, hp)))
         return st;
     if (hp->n_embd % hp->n_head != 0 &&
         bt_gguf_find_kv(g, K(8, "attention.key_length")) == NULL) {
@@ -266,7 +297,8 @@ static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
     /* A block count the file cannot hold is refused before anything is
      * sized by it (a few bytes of metadata must not make bind allocate
      * gigabytes). */
-    const unsigned per_layer = (unsigned)__builtin_popcount(hp->arch->layer);
+    const unsigned per_layer =
+        (unsigned)__builtin_popcount(bt_arch_layer_bits(hp->arch, hp->n_expert > 0));
     if ((uint64_t)hp->n_layer > g->n_tensors / per_layer) {
         bt_log_error("model: %s: block_count %d is impossible: %d layers need %llu tensors but "
                      "the file has %llu", g->path, hp->n_layer, hp->n_layer,
@@ -310,20 +342,35 @@ static bt_status_t layer_is_local(const bt_gguf_t *g, const bt_hparams_t *hp, in
 
 static int64_t dim_of(const bt_hparams_t *hp, bt_dim_t d)
 {
-    return bt_dim_size(d, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff);
+    const bt_dims_t s = {hp->n_embd, hp->n_head,   hp->n_head_kv, hp->head_dim,
+                         hp->n_ff,   hp->n_expert, hp->n_ff_exp};
+    return bt_dim_size(d, &s);
+}
+
+/* ne2: the experts of a 3-D tensor, else 1. */
+static bt_status_t check_shape3(const bt_gguf_t *g, const bt_gguf_tensor_t *t, int64_t ne0,
+                                int64_t ne1, int64_t ne2)
+{
+    if (t->ne[0] == (uint64_t)ne0 && t->ne[1] == (uint64_t)ne1 && t->ne[2] == (uint64_t)ne2 &&
+        t->ne[3] == 1)
+        return BT_OK;
+    char want[64];
+    if (ne2 == 1)
+        snprintf(want, sizeof want, "[%lld, %lld]", (long long)ne0, (long long)ne1);
+    else
+        snprintf(want, sizeof want, "[%lld, %lld, %lld]", (long long)ne0, (long long)ne1,
+                 (long long)ne2);
+    bt_log_error("model: %s: tensor '%.*s' has shape [%llu, %llu, %llu, %llu], expected %s",
+                 g->path, (int)t->name.len, t->name.ptr, (unsigned long long)t->ne[0],
+                 (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                 (unsigned long long)t->ne[3], want);
+    return BT_ERR_FORMAT;
 }
 
 static bt_status_t check_shape(const bt_gguf_t *g, const bt_gguf_tensor_t *t, int64_t ne0,
                                int64_t ne1)
 {
-    if (t->ne[0] == (uint64_t)ne0 && t->ne[1] == (uint64_t)ne1 && t->ne[2] == 1 && t->ne[3] == 1)
-        return BT_OK;
-    bt_log_error("model: %s: tensor '%.*s' has shape [%llu, %llu, %llu, %llu], expected "
-                 "[%lld, %lld]", g->path, (int)t->name.len, t->name.ptr,
-                 (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
-                 (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)ne0,
-                 (long long)ne1);
-    return BT_ERR_FORMAT;
+    return check_shape3(g, t, ne0, ne1, 1);
 }
 
 /* A matrix's type must be one the kernels multiply with; a vector's f32. */
@@ -376,7 +423,8 @@ static int layer_tensor_kind(const bt_gguf_str_t name, int *il)
 static bt_status_t check_tensors(const bt_gguf_t *g, const bt_hparams_t *hp)
 {
     const bt_arch_t *a = hp->arch;
-    const uint32_t allowed = a->layer | a->layer_optional;
+    const uint32_t required = bt_arch_layer_bits(a, hp->n_expert > 0);
+    const uint32_t allowed = required | a->layer_optional;
     uint32_t *have = calloc((size_t)hp->n_layer, sizeof *have);
     if (have == NULL)
         return BT_ERR_NOMEM;
@@ -388,7 +436,8 @@ static bt_status_t check_tensors(const bt_gguf_t *g, const bt_hparams_t *hp)
         if (kind >= 0 && il < hp->n_layer && (allowed & BT_LT_BIT(kind))) {
             const bt_lt_info_t *li = &bt_lt_info[kind];
             have[il] |= BT_LT_BIT(kind);
-            if (!(st = check_shape(g, t, dim_of(hp, li->ne0), dim_of(hp, li->ne1))))
+            if (!(st = check_shape3(g, t, dim_of(hp, li->ne0), dim_of(hp, li->ne1),
+                                    dim_of(hp, li->ne2))))
                 st = check_type(g, t, li->ne1 == BT_DIM_ONE);
         } else if (bt_gguf_str_eq(t->name, "token_embd.weight")) {
             embd = true;
@@ -412,7 +461,7 @@ static bt_status_t check_tensors(const bt_gguf_t *g, const bt_hparams_t *hp)
         }
     }
     for (int il = 0; il < hp->n_layer && st == BT_OK; il++) {
-        const uint32_t missing = a->layer & ~have[il];
+        const uint32_t missing = required & ~have[il];
         if (missing != 0) {
             bt_log_error("model: %s: tensor 'blk.%d.%s' is missing (architecture '%s')", g->path,
                          il, bt_lt_info[__builtin_ctz(missing)].suffix, a->name);
@@ -461,19 +510,22 @@ static const size_t lt_field[BT_LT_COUNT] = {
     [BT_LT_GATE] = offsetof(bt_layer_t, w_gate),
     [BT_LT_UP] = offsetof(bt_layer_t, w_up),
     [BT_LT_DOWN] = offsetof(bt_layer_t, w_down),
+    [BT_LT_ROUTER] = offsetof(bt_layer_t, router),
+    [BT_LT_GATE_EXPS] = offsetof(bt_layer_t, gate_exps),
+    [BT_LT_UP_EXPS] = offsetof(bt_layer_t, up_exps),
+    [BT_LT_DOWN_EXPS] = offsetof(bt_layer_t, down_exps),
     [BT_LT_POST_FFN_NORM] = offsetof(bt_layer_t, post_ffn_norm),
 };
 
 static bt_status_t bind_layer(bt_model_t *m, int il, bt_layer_t *l)
 {
     const bt_hparams_t *hp = &m->hp;
+    const uint32_t bits =
+        bt_arch_layer_bits(hp->arch, hp->n_expert > 0) | hp->arch->layer_optional;
     for (int kind = 0; kind < BT_LT_COUNT; kind++) {
         char name[96];
         snprintf(name, sizeof name, "blk.%d.%s", il, bt_lt_info[kind].suffix);
-        const bt_gguf_tensor_t *t = (hp->arch->layer | hp->arch->layer_optional) &
-                                            BT_LT_BIT(kind)
-                                        ? bind_tensor(m, name)
-                                        : NULL;
+        const bt_gguf_tensor_t *t = bits & BT_LT_BIT(kind) ? bind_tensor(m, name) : NULL;
         if (t == NULL)
             continue;
         char *field = (char *)l + lt_field[kind];
@@ -610,8 +662,11 @@ static int bound_weights(bt_model_t *m, weight_ref_t *w, int cap)
             if (li->ne1 == BT_DIM_ONE)
                 add_ref(w, cap, &n, (const void **)(void *)field,
                         sizeof(float) * (size_t)dim_of(&m->hp, li->ne0));
-            else
-                add_matrix(w, cap, &n, (bt_matrix_t *)(void *)field);
+            else { /* a 3-D tensor: its n_expert matrices at once */
+                bt_matrix_t *x = (bt_matrix_t *)(void *)field;
+                add_ref(w, cap, &n, &x->data,
+                        x->row_bytes * (size_t)x->n_out * (size_t)dim_of(&m->hp, li->ne2));
+            }
         }
     add_ref(w, cap, &n, (const void **)&m->out_norm, sizeof(float) * (size_t)m->hp.n_embd);
     if (!m->tied)
@@ -700,7 +755,8 @@ uint64_t bt_model_pack_bytes(bt_model_t *m)
 {
     uint64_t total = 0;
     for (int i = 0; i < n_bound_matrices(m); i++)
-        total += (bt_pack_bytes(bound_matrix(m, i)) + 63) / 64 * 64;
+        if (bound_matrix(m, i)->data != NULL) /* a layer with experts has no gate/up/down */
+            total += (bt_pack_bytes(bound_matrix(m, i)) + 63) / 64 * 64;
     return total;
 }
 
@@ -721,7 +777,7 @@ bt_status_t bt_model_pack(bt_model_t *m)
     m->packed_copy = buf;
     for (int i = 0; i < n_bound_matrices(m); i++) {
         bt_matrix_t *w = bound_matrix(m, i);
-        const size_t bytes = (bt_pack_bytes(w) + 63) / 64 * 64;
+        const size_t bytes = w->data != NULL ? (bt_pack_bytes(w) + 63) / 64 * 64 : 0;
         if (bytes == 0)
             continue;
         bt_pack(w, buf);
@@ -753,10 +809,9 @@ int64_t bt_model_max_n_in(const bt_model_t *m)
     int64_t q_dim = (int64_t)m->hp.n_head * m->hp.head_dim;
     int64_t n = m->hp.n_embd;
     if (m->last > m->first) {
-        if (m->hp.n_ff > n)
-            n = m->hp.n_ff;
-        if (q_dim > n)
-            n = q_dim;
+        n = m->hp.n_ff > n ? m->hp.n_ff : n;
+        n = m->hp.n_ff_exp > n ? m->hp.n_ff_exp : n;
+        n = q_dim > n ? q_dim : n;
     }
     return n;
 }

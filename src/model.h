@@ -33,7 +33,10 @@ typedef struct bt_hparams {
     int n_head;
     int n_head_kv;
     int head_dim; /* n_embd / n_head unless <arch>.attention.key_length says */
-    int n_ff;
+    int n_ff;         /* the dense FFN's hidden size (0: none, experts only) */
+    int n_expert;     /* <arch>.expert_count: experts per layer (0: a dense FFN) */
+    int n_expert_used;/* <arch>.expert_used_count: experts each token goes through */
+    int n_ff_exp;     /* the hidden size of one expert */
     int n_rot;    /* <arch>.rope.dimension_count, default head_dim */
     int n_ctx_train;
     float rms_eps;
@@ -61,6 +64,11 @@ typedef struct bt_layer {
     bt_matrix_t w_gate;     /* [n_ff, n_embd] */
     bt_matrix_t w_up;       /* [n_ff, n_embd] */
     bt_matrix_t w_down;     /* [n_embd, n_ff] */
+    bt_matrix_t router;     /* [n_expert, n_embd]: experts instead of gate/up/down */
+    bt_matrix_t gate_exps;  /* expert 0 of n_expert [n_ff_exp, n_embd], the others follow
+                             * (bt_expert) */
+    bt_matrix_t up_exps;    /* the same */
+    bt_matrix_t down_exps;  /* n_expert [n_embd, n_ff_exp] */
     const float *post_ffn_norm; /* [n_embd] */
     int window;             /* positions a query sees (0: all): n_swa on local layers */
     float rope_base;        /* this layer's base */
@@ -121,6 +129,15 @@ void bt_model_file_stats(const bt_model_t *m, uint64_t *bytes, uint64_t *params)
 
 /* Name of a general.file_type value ("F32", "Q8_0", ...), "unknown" else. */
 const char *bt_ftype_name(uint32_t file_type);
+
+/* Expert e of a 3-D expert tensor bound as its first matrix. */
+static inline bt_matrix_t bt_expert(const bt_matrix_t *m, int e)
+{
+    bt_matrix_t x = *m;
+    x.data = (const uint8_t *)m->data + (size_t)e * (size_t)m->n_out * m->row_bytes;
+    x.packed = NULL;
+    return x;
+}
 
 /* Largest n_in of any bound matrix (sizes the matmul scratch). */
 int64_t bt_model_max_n_in(const bt_model_t *m);

@@ -22,6 +22,10 @@ static const bt_synth_shape_t shapes[] = {
     {.name = "tiny", .arch = "qwen3", .n_vocab = 256, .n_embd = 64, .n_layer = 4, .n_head = 4,
      .n_head_kv = 2, .n_ff = 160, .n_ctx_train = 512, .rope_base = 1e6f, .rms_eps = 1e-6f,
      .head_dim = 32},
+    /* the golden tiny-qwen3moe file's dimensions: 8 experts of 96, 2 per token */
+    {.name = "tiny", .arch = "qwen3moe", .n_vocab = 256, .n_embd = 64, .n_layer = 4, .n_head = 4,
+     .n_head_kv = 2, .n_ff = 96, .n_ctx_train = 128, .rope_base = 1e6f, .rms_eps = 1e-6f,
+     .tied = true, .head_dim = 32, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 96},
     /* 6 layers so that layer 5 is global under the default pattern of 6; a
      * window of 8 that a 16-token prompt already slides past; one kv head
      * (MQA) and a head dim of 32 != 64 / 4, as Gemma 3 270M's 256 != 160 */
@@ -88,6 +92,13 @@ bt_status_t bt_synth_shape_arch(const char *name, const char *arch, bt_synth_sha
             s.n_swa = 512; /* Gemma 3's window */
         if (strcmp(a->name, "gemma3") == 0 && s.head_dim == 0 && s.n_embd % s.n_head == 0)
             s.head_dim = s.n_embd / s.n_head; /* gemma3 files carry key_length */
+        if (a->moe == 0) {
+            s.n_expert = s.n_expert_used = s.n_ff_exp = 0;
+        } else if (a->dense == 0 && s.n_expert == 0) { /* experts of the dense FFN's size */
+            s.n_expert = 8;
+            s.n_expert_used = 2;
+            s.n_ff_exp = s.n_ff;
+        }
         *out = s;
         return BT_OK;
     }
@@ -126,6 +137,7 @@ static void rng_fill(bt_rng_t *r, float *out, int64_t n, float mean, float std)
 typedef struct tensor_spec {
     char name[64];
     int64_t n_in, n_out; /* n_out 1 for vectors */
+    int64_t n_exp;       /* matrices of n_out rows one after another (experts), else 1 */
     float mean, std;
     uint32_t type;
     bool rope_freqs; /* the Llama 3 factors instead of random numbers */
@@ -170,6 +182,25 @@ bt_status_t bt_synth_check(const bt_synth_shape_t *s)
                      a->swa ? "needs a window >= 0" : "has no sliding-window layers");
         return BT_ERR_ARG;
     }
+    if (s->n_expert < 0 || s->n_expert > 4096 || (s->n_expert > 0 && a->moe == 0) ||
+        (s->n_expert == 0 && a->dense == 0)) {
+        bt_log_error("mkmodel: %d experts: architecture %s %s", s->n_expert, a->name,
+                     a->moe == 0 ? "has no experts" : a->dense == 0 ? "needs 1..4096 experts"
+                                                                   : "takes 0..4096 experts");
+        return BT_ERR_ARG;
+    }
+    if (s->n_expert > 0 && a->dense != 0 && s->n_ff_exp != s->n_ff) {
+        bt_log_error("mkmodel: %s's experts are feed_forward_length wide: expert n_ff %d must "
+                     "equal n_ff %d", a->name, s->n_ff_exp, s->n_ff);
+        return BT_ERR_ARG;
+    }
+    if (s->n_expert > 0 && (s->n_expert_used < 1 || s->n_expert_used > s->n_expert ||
+                            s->n_ff_exp < 1 || s->n_ff_exp > (1 << 22))) {
+        bt_log_error("mkmodel: %d experts used of %d, expert n_ff %d: each token uses 1..%d "
+                     "experts of a hidden size in 1..%d", s->n_expert_used, s->n_expert,
+                     s->n_ff_exp, s->n_expert, 1 << 22);
+        return BT_ERR_ARG;
+    }
     if (s->rope_freqs_ctx < 0 || (s->rope_freqs_ctx > 0 && !a->rope_freqs)) {
         bt_log_error("mkmodel: rope factors for context %d: architecture %s %s",
                      s->rope_freqs_ctx, a->name,
@@ -199,28 +230,36 @@ typedef struct tensor_list {
     uint64_t n_params;
 } tensor_list_t;
 
-static void add(tensor_list_t *l, const char *name, int64_t n_in, int64_t n_out, float mean,
-                float std, uint32_t type)
+static void add3(tensor_list_t *l, const char *name, int64_t n_in, int64_t n_out,
+                 int64_t n_exp, float mean, float std, uint32_t type)
 {
     if (l->n < l->cap) {
         tensor_spec_t *t = &l->t[l->n];
-        *t = (tensor_spec_t){.n_in = n_in, .n_out = n_out, .mean = mean, .std = std,
-                             .type = type};
+        *t = (tensor_spec_t){.n_in = n_in, .n_out = n_out, .n_exp = n_exp, .mean = mean,
+                             .std = std, .type = type};
         snprintf(t->name, sizeof t->name, "%s", name);
     }
     l->n++;
-    l->n_params += (uint64_t)n_in * (uint64_t)n_out;
+    l->n_params += (uint64_t)n_in * (uint64_t)n_out * (uint64_t)n_exp;
+}
+
+static void add(tensor_list_t *l, const char *name, int64_t n_in, int64_t n_out, float mean,
+                float std, uint32_t type)
+{
+    add3(l, name, n_in, n_out, 1, mean, std, type);
 }
 
 static void add_matrix(tensor_list_t *l, const char *name, int64_t n_in, int64_t n_out,
-                       uint32_t type)
+                       int64_t n_exp, uint32_t type)
 {
-    add(l, name, n_in, n_out, 0.0f, 1.0f / sqrtf((float)n_in), fitting_type(type, n_in));
+    add3(l, name, n_in, n_out, n_exp, 0.0f, 1.0f / sqrtf((float)n_in), fitting_type(type, n_in));
 }
 
 static int64_t dim_of(const bt_synth_shape_t *s, bt_dim_t d)
 {
-    return bt_dim_size(d, s->n_embd, s->n_head, s->n_head_kv, bt_synth_head_dim(s), s->n_ff);
+    const bt_dims_t dims = {s->n_embd, s->n_head,    s->n_head_kv, bt_synth_head_dim(s),
+                            s->n_ff,   s->n_expert, s->n_ff_exp};
+    return bt_dim_size(d, &dims);
 }
 
 /* The tensors in file order, as the family's row asks: token_embd,
@@ -242,15 +281,18 @@ static void list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_list_t
             l->t[l->n - 1].rope_freqs = true;
     }
     char name[64];
+    const uint32_t bits = bt_arch_layer_bits(a, s->n_expert > 0);
     for (int il = 0; il < s->n_layer; il++)
         for (int lt = 0; lt < BT_LT_COUNT; lt++) {
-            if (!(a->layer & BT_LT_BIT(lt)))
+            if (!(bits & BT_LT_BIT(lt)))
                 continue;
             const bt_lt_info_t *info = &bt_lt_info[lt];
             const int64_t n_in = dim_of(s, info->ne0), n_out = dim_of(s, info->ne1);
             snprintf(name, sizeof name, "blk.%d.%s", il, info->suffix);
-            if (info->ne1 != BT_DIM_ONE)
-                add_matrix(l, name, n_in, n_out, type);
+            if (lt == BT_LT_ROUTER) /* f32, as converters keep it */
+                add_matrix(l, name, n_in, n_out, 1, BT_TYPE_F32);
+            else if (info->ne1 != BT_DIM_ONE)
+                add_matrix(l, name, n_in, n_out, dim_of(s, info->ne2), type);
             else if (lt == BT_LT_Q_BIAS || lt == BT_LT_K_BIAS || lt == BT_LT_V_BIAS)
                 add(l, name, n_in, 1, 0.0f, 0.1f, BT_TYPE_F32);
             else /* a norm */
@@ -258,7 +300,7 @@ static void list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_list_t
         }
     add(l, "output_norm.weight", e, 1, 1.0f, 0.1f, BT_TYPE_F32);
     if (!s->tied)
-        add_matrix(l, "output.weight", e, s->n_vocab, type);
+        add_matrix(l, "output.weight", e, s->n_vocab, 1, type);
 }
 
 uint64_t bt_synth_n_params(const bt_synth_shape_t *s)
@@ -348,6 +390,13 @@ static bt_status_t write_metadata(bt_gguf_writer_t *w, const bt_synth_shape_t *s
         (st = set_arch_u32(w, a, "attention.head_count", s->n_head)) ||
         (st = set_arch_u32(w, a, "attention.head_count_kv", s->n_head_kv)))
         return st;
+    if (s->n_expert > 0 && ((st = set_arch_u32(w, a, "expert_count", s->n_expert)) ||
+                            (st = set_arch_u32(w, a, "expert_used_count", s->n_expert_used))))
+        return st;
+    /* families with a dense FFN size their experts by feed_forward_length */
+    const bool own_size = s->n_expert > 0 && bt_arch_find(a, strlen(a))->dense == 0;
+    if (own_size && (st = set_arch_u32(w, a, "expert_feed_forward_length", s->n_ff_exp)))
+        return st;
     if (s->head_dim > 0 && ((st = set_arch_u32(w, a, "attention.key_length", s->head_dim)) ||
                             (st = set_arch_u32(w, a, "attention.value_length", s->head_dim))))
         return st;
@@ -374,14 +423,15 @@ static bt_status_t write_tensor(bt_gguf_writer_t *w, const bt_synth_shape_t *s,
     bt_type_row_bytes(t->type, (uint64_t)t->n_in, &row_bytes);
     bt_rng_t r;
     rng_init(&r, seed, t->name);
-    for (int64_t i = 0; i < t->n_out; i++) {
+    const int64_t rows = t->n_out * t->n_exp;
+    for (int64_t i = 0; i < rows; i++) {
         if (t->rope_freqs)
             llama3_rope_factors(row, t->n_in, s->rope_base, s->rope_freqs_ctx);
         else
             rng_fill(&r, row, t->n_in, t->mean, t->std);
         ti->from_float(buf + (size_t)i * row_bytes, row, t->n_in);
     }
-    return bt_gguf_writer_write_tensor(w, buf, row_bytes * (uint64_t)t->n_out);
+    return bt_gguf_writer_write_tensor(w, buf, row_bytes * (uint64_t)rows);
 }
 
 bt_status_t bt_synth_write(const char *path, const bt_synth_shape_t *s, uint32_t type,
@@ -410,7 +460,7 @@ bt_status_t bt_synth_write(const char *path, const bt_synth_shape_t *s, uint32_t
     int64_t max_in = 0, max_elems = 0;
     for (int i = 0; i < n; i++) {
         max_in = specs[i].n_in > max_in ? specs[i].n_in : max_in;
-        int64_t elems = specs[i].n_in * specs[i].n_out;
+        int64_t elems = specs[i].n_in * specs[i].n_out * specs[i].n_exp;
         max_elems = elems > max_elems ? elems : max_elems;
     }
     row = malloc((size_t)max_in * sizeof(float));
@@ -424,9 +474,10 @@ bt_status_t bt_synth_write(const char *path, const bt_synth_shape_t *s, uint32_t
     if ((st = bt_gguf_writer_init(&w)) || (st = write_metadata(w, s, type, seed)))
         goto fail;
     for (int i = 0; i < n; i++) {
-        uint64_t ne[2] = {(uint64_t)specs[i].n_in, (uint64_t)specs[i].n_out};
-        if ((st = bt_gguf_writer_add_tensor(w, specs[i].name, specs[i].type,
-                                            specs[i].n_out == 1 ? 1 : 2, ne)))
+        uint64_t ne[3] = {(uint64_t)specs[i].n_in, (uint64_t)specs[i].n_out,
+                          (uint64_t)specs[i].n_exp};
+        const uint32_t n_dims = specs[i].n_exp > 1 ? 3 : specs[i].n_out == 1 ? 1 : 2;
+        if ((st = bt_gguf_writer_add_tensor(w, specs[i].name, specs[i].type, n_dims, ne)))
             goto fail;
     }
     if ((st = bt_gguf_writer_begin(w, path)))

@@ -32,6 +32,9 @@ typedef struct bt_synth_shape {
     int head_dim; /* <arch>.attention.key_length = value_length; 0: n_embd / n_head, and the
                    * keys are written only by families that need them (gemma3) */
     int n_swa; /* <arch>.attention.sliding_window (families with arch.h's swa); 0: none */
+    int n_expert, n_expert_used; /* > 0: experts instead of a dense FFN (families with
+                                  * arch.h's moe), each token through n_expert_used */
+    int n_ff_exp;       /* an expert's hidden size (<arch>.expert_feed_forward_length) */
     int rope_freqs_ctx; /* > 0: a rope_freqs.weight tensor of Llama 3 factors (factor 8,
                          * low/high frequency factors 1 and 4) for this original context;
                          * families with arch.h's rope_freqs only */

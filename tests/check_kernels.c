@@ -1771,6 +1771,39 @@ END_TEST
 
 /* softcap c tanh(x / c): the quotient, tanhf (2 ulp) and the product: the
  * error is <= (1 - T^2) |x| u + 5u |c T|; saturates at +-c; nan stays nan. */
+/* Expert routing: the k largest, best first, the lower index first on a
+ * tie (the documented rule), NaN last; weights = softmax over the chosen,
+ * equal to the full softmax renormalized over them (llama.cpp's way). */
+START_TEST(test_topk_softmax)
+{
+    const float l[8] = {0.5f, 2.0f, -1.0f, 2.0f, 0.25f, NAN, 2.0f, -3.0f};
+    int idx[8];
+    float w[8];
+    bt_topk_softmax(l, 8, 3, idx, w);
+    ck_assert(idx[0] == 1 && idx[1] == 3 && idx[2] == 6); /* three equal: by index */
+    for (int i = 0; i < 3; i++)
+        ck_assert(fabsf(w[i] - 1.0f / 3.0f) < 1e-7f);
+    bt_topk_softmax(l, 8, 7, idx, w);
+    static const int want[7] = {1, 3, 6, 0, 4, 2, 7};
+    double full = 0, sel = 0;
+    for (int e = 0; e < 8; e++)
+        full += isnan(l[e]) ? 0 : exp((double)l[e] - 2.0);
+    for (int i = 0; i < 7; i++) {
+        ck_assert_int_eq(idx[i], want[i]);
+        sel += exp((double)l[idx[i]] - 2.0);
+    }
+    for (int i = 0; i < 7; i++) {
+        const double p = exp((double)l[idx[i]] - 2.0) / full / (sel / full);
+        CHECK_MSG(fabs(w[i] - p) <= 4e-7 * p, "weight %d: %g, want %g", i, (double)w[i], p);
+    }
+    bt_topk_softmax(l, 8, 8, idx, w); /* NaN only when nothing else is left */
+    ck_assert_int_eq(idx[7], 5);
+    const float one[1] = {-5.0f};
+    bt_topk_softmax(one, 1, 1, idx, w);
+    ck_assert(idx[0] == 0 && w[0] == 1.0f);
+}
+END_TEST
+
 START_TEST(test_softcap)
 {
     enum { N = 4099 };
@@ -1974,6 +2007,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_add);
     tcase_add_test(tc, test_geglu);
     tcase_add_test(tc, test_softcap);
+    tcase_add_test(tc, test_topk_softmax);
     tcase_add_test(tc, test_add_rows_scale);
     tcase_add_test(tc, test_rmsnorm_in_place);
     tcase_add_test(tc, test_elementwise_rows);

@@ -52,16 +52,26 @@ static bool has_key(const bt_gguf_t *g, const char *arch, const char *key)
 }
 
 /* Checks tensor name has shape [ne0, ne1] (ne1 1: a vector). */
-static void check_tensor(const bt_gguf_t *g, const char *name, uint64_t ne0, uint64_t ne1)
+/* ne2 > 1: a 3-D tensor of ne2 experts */
+static void check_tensor3(const bt_gguf_t *g, const char *name, uint64_t ne0, uint64_t ne1,
+                          uint64_t ne2)
 {
     const bt_gguf_tensor_t *t = bt_gguf_find_tensor(g, name);
     ck_assert_msg(t != NULL, "tensor %s missing", name);
-    ck_assert_msg(t->ne[0] == ne0 && t->ne[1] == ne1 && t->n_dims == (ne1 == 1 ? 1u : 2u),
-                  "tensor %s: [%llu, %llu] (%u dims), want [%llu, %llu]", name,
-                  (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], t->n_dims,
-                  (unsigned long long)ne0, (unsigned long long)ne1);
+    const uint32_t dims = ne2 > 1 ? 3u : ne1 == 1 ? 1u : 2u;
+    ck_assert_msg(t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == ne2 && t->n_dims == dims,
+                  "tensor %s: [%llu, %llu, %llu] (%u dims), want [%llu, %llu, %llu]", name,
+                  (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                  (unsigned long long)t->ne[2], t->n_dims, (unsigned long long)ne0,
+                  (unsigned long long)ne1, (unsigned long long)ne2);
 }
 
+static void check_tensor(const bt_gguf_t *g, const char *name, uint64_t ne0, uint64_t ne1)
+{
+    check_tensor3(g, name, ne0, ne1, 1);
+}
+
+/* The sizes written independently of arch.c's bt_dim_size. */
 static uint64_t dim(const bt_synth_shape_t *s, bt_dim_t d)
 {
     const uint64_t hd = (uint64_t)bt_synth_head_dim(s);
@@ -71,6 +81,8 @@ static uint64_t dim(const bt_synth_shape_t *s, bt_dim_t d)
     case BT_DIM_KV: return hd * (uint64_t)s->n_head_kv;
     case BT_DIM_FF: return (uint64_t)s->n_ff;
     case BT_DIM_HEAD: return hd;
+    case BT_DIM_EXPERT: return (uint64_t)s->n_expert;
+    case BT_DIM_FF_EXP: return (uint64_t)s->n_ff_exp;
     case BT_DIM_ONE: break;
     }
     return 1;
@@ -138,8 +150,9 @@ static void check_family_file(const bt_gguf_t *g, const bt_synth_shape_t *s)
         for (int lt = 0; lt < BT_LT_COUNT; lt++) {
             char name[96];
             snprintf(name, sizeof name, "blk.%d.%s", il, bt_lt_info[lt].suffix);
-            if (a->layer & BT_LT_BIT(lt)) {
-                check_tensor(g, name, dim(s, bt_lt_info[lt].ne0), dim(s, bt_lt_info[lt].ne1));
+            if (bt_arch_layer_bits(a, s->n_expert > 0) & BT_LT_BIT(lt)) {
+                check_tensor3(g, name, dim(s, bt_lt_info[lt].ne0), dim(s, bt_lt_info[lt].ne1),
+                              dim(s, bt_lt_info[lt].ne2));
                 n++;
             } else {
                 ck_assert_msg(bt_gguf_find_tensor(g, name) == NULL, "%s: unexpected %s",

@@ -243,6 +243,40 @@ void bt_add_rows_f32(float *restrict x, const float *restrict b, int n_rows, int
         bt_add_f32(x + (size_t)r * (size_t)n, b, n);
 }
 
+void bt_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+/* Selection by k passes (k is small: the experts a token uses), each
+ * taking the first maximum of what is left; the weights with libm's expf
+ * in one fixed order. */
+void bt_topk_softmax(const float *restrict logits, int n, int k, int *restrict idx,
+                     float *restrict w)
+{
+    for (int i = 0; i < k; i++) {
+        int best = -1;
+        for (int e = 0; e < n; e++) {
+            bool taken = false;
+            for (int j = 0; j < i; j++)
+                taken |= idx[j] == e;
+            if (!taken && (best < 0 || logits[e] > logits[best] ||
+                           (isnan(logits[best]) && !isnan(logits[e]))))
+                best = e;
+        }
+        idx[i] = best;
+    }
+    const float top = logits[idx[0]];
+    float sum = 0.0f;
+    for (int i = 0; i < k; i++) {
+        w[i] = expf(logits[idx[i]] - top);
+        sum += w[i];
+    }
+    for (int i = 0; i < k; i++)
+        w[i] /= sum;
+}
+
 void bt_scale_f32(float *restrict x, float c, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)

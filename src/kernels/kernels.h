@@ -189,6 +189,16 @@ void bt_add_f32(float *restrict x, const float *restrict y, int64_t n);
 /* x[t][i] += b[i] for n_rows rows of n. */
 void bt_add_rows_f32(float *restrict x, const float *restrict b, int n_rows, int64_t n);
 
+/* y[i] += a * x[i] for n elements (a product, then a sum: no fma). */
+void bt_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n);
+
+/* The k largest of logits[0 .. n) (1 <= k <= n): idx[0 .. k) their indices,
+ * largest first, a lower index first among equal values (NaN never chosen
+ * before a number); w[0 .. k) = softmax over the chosen logits alone
+ * (which equals the full softmax's probabilities renormalized over them). */
+void bt_topk_softmax(const float *restrict logits, int n, int k, int *restrict idx,
+                     float *restrict w);
+
 /* x[i] *= c for n elements. */
 void bt_scale_f32(float *restrict x, float c, int64_t n);
 

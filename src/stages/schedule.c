@@ -42,15 +42,19 @@ static bt_status_t check_same_model(bt_pipe_t *p)
 
 static void progress_cb(void *arg) { bt_transport_progress(arg); }
 
-/* Per-token cost model: matmul weights of a layer; the head's weights
- * scaled by the share of tokens that need logits; the embedding is a row
- * lookup. */
+/* Per-token cost model: the matmul weights a token goes through in a
+ * layer (with experts: the router and the k experts it uses, not all of
+ * them); the head's weights scaled by the share of tokens that need
+ * logits; the embedding is a row lookup. */
 static bt_stage_costs_t stage_costs(const bt_hparams_t *hp, double head_share)
 {
     double e = hp->n_embd, q = (double)hp->n_head * hp->head_dim;
     double kv = (double)hp->n_head_kv * hp->head_dim;
+    const double ffn = hp->n_expert > 0
+                           ? e * hp->n_expert + 3 * e * hp->n_ff_exp * hp->n_expert_used
+                           : 3 * e * hp->n_ff;
     return (bt_stage_costs_t){
-        .layer = e * (2 * q + 2 * kv) + 3 * e * hp->n_ff,
+        .layer = e * (2 * q + 2 * kv) + ffn,
         .embed = e,
         .head = head_share * e * hp->n_vocab,
     };
