@@ -348,6 +348,7 @@ static uint32_t file_type_of(uint32_t type)
     case BT_TYPE_Q5_K: return 17; /* MOSTLY_Q5_K_M */
     case BT_TYPE_Q6_K: return 18; /* MOSTLY_Q6_K */
     case BT_TYPE_BF16: return 32; /* MOSTLY_BF16 */
+    case BT_TYPE_MXFP4: return 38; /* MOSTLY_MXFP4_MOE */
     default: return 0;            /* ALL_F32 */
     }
 }

@@ -236,6 +236,39 @@ START_TEST(test_hand_q5_0)
 }
 END_TEST
 
+/* MXFP4: the first block of tiny-gptoss-golden's blk.0.ffn_gate_exps
+ * (its specification's test vector, scale 2^-5), then the extreme
+ * exponents (subnormal 2^-128, and 2^127), and the round trip of values
+ * the format holds exactly. */
+START_TEST(test_hand_mxfp4)
+{
+    const uint8_t b[17] = {0x7b, 0xc1, 0x10, 0x81, 0xc1, 0x15, 0xde, 0x0a, 0xc6,
+                           0xb2, 0x74, 0x16, 0x94, 0xa0, 0xe6, 0x55, 0xe7};
+    static const float want[32] = {
+        0.03125f, 0, 0.03125f, 0.03125f, 0.1875f, -0.25f, -0.0625f, 0.25f, 0.0625f, 0.125f, 0.25f,
+        0.125f, 0, 0.25f, 0.1875f, 0.375f, -0.125f, 0.03125f, 0, -0.125f, 0.03125f, -0.1875f, 0,
+        -0.125f, -0.09375f, 0.375f, 0.03125f, -0.03125f, -0.0625f, -0.25f, 0.1875f, -0.25f};
+    float y[32];
+    bt_to_float_mxfp4(y, b, 32);
+    for (int j = 0; j < 32; j++)
+        ck_assert_msg(y[j] == want[j], "element %d: %g, want %g", j, (double)y[j],
+                      (double)want[j]);
+    uint8_t x[17] = {0x00, 0x71}; /* e = 0: code 1 is 2^-128, code 7 is 6 x 2^-127 */
+    bt_to_float_mxfp4(y, x, 32);
+    ck_assert(y[0] == ldexpf(1.0f, -128) && y[16] == ldexpf(12.0f, -128) && y[1] == 0.0f);
+    x[0] = 0xff; /* e = 255: 2^127 */
+    bt_to_float_mxfp4(y, x, 32);
+    ck_assert(y[0] == ldexpf(1.0f, 127) && y[16] == ldexpf(12.0f, 127));
+    uint8_t r[17];
+    for (int j = 0; j < 32; j++)
+        y[j] = want[j];
+    bt_from_float_mxfp4(r, y, 32);
+    float back[32];
+    bt_to_float_mxfp4(back, r, 32);
+    ck_assert_mem_eq(back, want, sizeof want);
+}
+END_TEST
+
 START_TEST(test_hand_q5_1)
 {
     uint8_t b[24] = {0x00, 0x34, 0x00, 0x42}; /* d = 0.25, m = 3 */
@@ -1022,6 +1055,7 @@ static Suite *quants_suite(void)
     tcase_add_test(tc, test_hand_q4_0);
     tcase_add_test(tc, test_hand_q4_1);
     tcase_add_test(tc, test_hand_q5_0);
+    tcase_add_test(tc, test_hand_mxfp4);
     tcase_add_test(tc, test_hand_q5_1);
     tcase_add_test(tc, test_hand_q4_k);
     tcase_add_test(tc, test_hand_q5_k);

@@ -310,6 +310,63 @@ void bt_from_float_q8_0(void *restrict out, const float *restrict in, int64_t n)
     }
 }
 
+/* ---- MXFP4 ---- */
+
+const int8_t bt_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* 2^(e - 128) exactly, subnormal for e < 2. */
+static float mxfp4_half_scale(uint8_t e) { return ldexpf(1.0f, (int)e - 128); }
+
+void bt_to_float_mxfp4(float *restrict out, const void *restrict in, int64_t n)
+{
+    const bt_block_mxfp4_t *b = in;
+    for (int64_t i = 0; i < n / BT_QK_MXFP4; i++) {
+        const float d = mxfp4_half_scale(b[i].e);
+        for (int j = 0; j < BT_QK_MXFP4 / 2; j++) {
+            out[i * BT_QK_MXFP4 + j] = d * (float)bt_mxfp4_values[b[i].qs[j] & 0xf];
+            out[i * BT_QK_MXFP4 + j + 16] = d * (float)bt_mxfp4_values[b[i].qs[j] >> 4];
+        }
+    }
+}
+
+/* The exponent that puts the largest magnitude in E2M1's top binade (4..6
+ * times 2^(e - 127)), clamped to the byte; each value then to the nearest
+ * code (the lower magnitude on a tie). */
+void bt_from_float_mxfp4(void *restrict out, const float *restrict in, int64_t n)
+{
+    bt_block_mxfp4_t *b = out;
+    for (int64_t i = 0; i < n / BT_QK_MXFP4; i++) {
+        const float *x = in + i * BT_QK_MXFP4;
+        float amax = 0.0f;
+        for (int j = 0; j < BT_QK_MXFP4; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        int e = 0;
+        if (amax > 0.0f) {
+            int ex;
+            frexpf(amax, &ex); /* amax in [2^(ex-1), 2^ex) */
+            e = ex - 1 - 2 + 127; /* 2^(ex-1) is 4 x 2^(e-127) */
+            e = e < 0 ? 0 : e > 255 ? 255 : e;
+        }
+        b[i].e = (uint8_t)e;
+        const float d = mxfp4_half_scale((uint8_t)e);
+        uint8_t q[BT_QK_MXFP4];
+        for (int j = 0; j < BT_QK_MXFP4; j++) {
+            int best = 0;
+            float err = INFINITY;
+            for (int c = 0; c < 16; c++) {
+                const float diff = fabsf(x[j] - d * (float)bt_mxfp4_values[c]);
+                if (diff < err) {
+                    err = diff;
+                    best = c;
+                }
+            }
+            q[j] = (uint8_t)best;
+        }
+        for (int j = 0; j < BT_QK_MXFP4 / 2; j++)
+            b[i].qs[j] = (uint8_t)(q[j] | q[j + 16] << 4);
+    }
+}
+
 /* ---- Q4_K and Q5_K ---- */
 
 static void k_pack_scale_min(uint8_t *restrict s, const int *sc, const int *m)

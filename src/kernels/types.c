@@ -121,6 +121,7 @@ _Static_assert(sizeof(bt_block_q8_0_t) == 34, "q8_0 block is 34 bytes");
 _Static_assert(sizeof(bt_block_q4_k_t) == 144, "q4_k block is 144 bytes");
 _Static_assert(sizeof(bt_block_q5_k_t) == 176, "q5_k block is 176 bytes");
 _Static_assert(sizeof(bt_block_q6_k_t) == 210, "q6_k block is 210 bytes");
+_Static_assert(sizeof(bt_block_mxfp4_t) == 17, "mxfp4 block is 17 bytes");
 
 #define KNOWN(id, nm, bs, bb) [id] = {nm, bs, bb, NULL, NULL}
 #define COMPUTE(id, nm, bs, bb, pfx) [id] = {nm, bs, bb, pfx##_to_float, pfx##_from_float}
@@ -148,6 +149,7 @@ static const bt_type_info_t type_table[BT_TYPE_COUNT] = {
     KNOWN(BT_TYPE_I64, "i64", 1, 8),
     KNOWN(BT_TYPE_F64, "f64", 1, 8),
     COMPUTE(BT_TYPE_BF16, "bf16", 1, 2, bf16),
+    BLOCKS(BT_TYPE_MXFP4, "mxfp4", BT_QK_MXFP4, mxfp4),
 };
 
 const bt_type_info_t *bt_type_info(uint32_t type)

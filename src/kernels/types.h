@@ -37,6 +37,7 @@ typedef enum bt_type {
     BT_TYPE_I64 = 27,
     BT_TYPE_F64 = 28,
     BT_TYPE_BF16 = 30,
+    BT_TYPE_MXFP4 = 39,
     BT_TYPE_COUNT = 40, /* bound for table lookups, not a type */
 } bt_type_t;
 
@@ -123,6 +124,21 @@ typedef struct bt_block_q8_0 {
     int8_t qs[BT_QK8_0];   /* value = d * qs[i] */
 } bt_block_q8_0_t;
 
+/* MXFP4 (OCP microscaling FP4): 32 E2M1 values sharing one E8M0 exponent e.
+ * Element j < 16 is the low nibble of qs[j], element j + 16 its high
+ * nibble. A nibble c is sign (bit 3) and one of the magnitudes 0, 0.5, 1,
+ * 1.5, 2, 3, 4, 6 (bits 0-2); value = E2M1(c) * 2^(e - 127) for every e
+ * (e = 0 and 1 give float subnormals, no NaN), which is
+ * bt_mxfp4_values[c] * 2^(e - 128) with the table doubled to integers. */
+#define BT_QK_MXFP4 32
+typedef struct bt_block_mxfp4 {
+    uint8_t e;                    /* E8M0 shared exponent */
+    uint8_t qs[BT_QK_MXFP4 / 2]; /* E2M1 codes */
+} bt_block_mxfp4_t;
+
+/* Twice the E2M1 value of each 4-bit code. */
+extern const int8_t bt_mxfp4_values[16];
+
 /* K-quants: super-blocks of 256 elements.
  *
  * Q4_K / Q5_K: 8 sub-blocks of 32, each with a 6-bit scale sc[j] and a 6-bit
@@ -175,6 +191,8 @@ void bt_to_float_q5_1(float *restrict out, const void *restrict in, int64_t n);
 void bt_from_float_q5_1(void *restrict out, const float *restrict in, int64_t n);
 void bt_to_float_q8_0(float *restrict out, const void *restrict in, int64_t n);
 void bt_from_float_q8_0(void *restrict out, const float *restrict in, int64_t n);
+void bt_to_float_mxfp4(float *restrict out, const void *restrict in, int64_t n);
+void bt_from_float_mxfp4(void *restrict out, const float *restrict in, int64_t n);
 void bt_to_float_q4_k(float *restrict out, const void *restrict in, int64_t n);
 void bt_from_float_q4_k(void *restrict out, const float *restrict in, int64_t n);
 void bt_to_float_q5_k(float *restrict out, const void *restrict in, int64_t n);
