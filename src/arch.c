@@ -14,15 +14,22 @@ const bt_lt_info_t bt_lt_info[BT_LT_COUNT] = {
     [BT_LT_Q_NORM] = {"attn_q_norm.weight", BT_DIM_HEAD, BT_DIM_ONE},
     [BT_LT_K_NORM] = {"attn_k_norm.weight", BT_DIM_HEAD, BT_DIM_ONE},
     [BT_LT_O] = {"attn_output.weight", BT_DIM_Q, BT_DIM_EMBD},
+    [BT_LT_O_BIAS] = {"attn_output.bias", BT_DIM_EMBD, BT_DIM_ONE},
+    [BT_LT_SINKS] = {"attn_sinks.weight", BT_DIM_NHEAD, BT_DIM_ONE},
     [BT_LT_POST_ATTN_NORM] = {"post_attention_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
     [BT_LT_FFN_NORM] = {"ffn_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
     [BT_LT_GATE] = {"ffn_gate.weight", BT_DIM_EMBD, BT_DIM_FF},
     [BT_LT_UP] = {"ffn_up.weight", BT_DIM_EMBD, BT_DIM_FF},
     [BT_LT_DOWN] = {"ffn_down.weight", BT_DIM_FF, BT_DIM_EMBD},
     [BT_LT_ROUTER] = {"ffn_gate_inp.weight", BT_DIM_EMBD, BT_DIM_EXPERT},
+    [BT_LT_ROUTER_BIAS] = {"ffn_gate_inp.bias", BT_DIM_EXPERT, BT_DIM_ONE},
     [BT_LT_GATE_EXPS] = {"ffn_gate_exps.weight", BT_DIM_EMBD, BT_DIM_FF_EXP, BT_DIM_EXPERT},
     [BT_LT_UP_EXPS] = {"ffn_up_exps.weight", BT_DIM_EMBD, BT_DIM_FF_EXP, BT_DIM_EXPERT},
     [BT_LT_DOWN_EXPS] = {"ffn_down_exps.weight", BT_DIM_FF_EXP, BT_DIM_EMBD, BT_DIM_EXPERT},
+    /* per-expert biases: one f32 row per expert */
+    [BT_LT_GATE_EXPS_BIAS] = {"ffn_gate_exps.bias", BT_DIM_FF_EXP, BT_DIM_EXPERT, .f32 = true},
+    [BT_LT_UP_EXPS_BIAS] = {"ffn_up_exps.bias", BT_DIM_FF_EXP, BT_DIM_EXPERT, .f32 = true},
+    [BT_LT_DOWN_EXPS_BIAS] = {"ffn_down_exps.bias", BT_DIM_EMBD, BT_DIM_EXPERT, .f32 = true},
     [BT_LT_POST_FFN_NORM] = {"post_ffw_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
 };
 
@@ -34,6 +41,7 @@ int64_t bt_dim_size(bt_dim_t d, const bt_dims_t *s)
     case BT_DIM_KV: return (int64_t)s->n_head_kv * s->head_dim;
     case BT_DIM_FF: return s->n_ff;
     case BT_DIM_HEAD: return s->head_dim;
+    case BT_DIM_NHEAD: return s->n_head;
     case BT_DIM_EXPERT: return s->n_expert;
     case BT_DIM_FF_EXP: return s->n_ff_exp;
     case BT_DIM_ONE: break;
@@ -66,7 +74,16 @@ static const bt_arch_t archs[] = {
      .act = BT_ACT_SILU},
     {.name = "gemma3", .layer = LLAMA_LAYER | QK_NORM | POST_NORMS, .dense = DENSE,
      .rope = BT_ROPE_NEOX, .act = BT_ACT_GELU_TANH, .embd_scale = true, .swa = true,
-     .swa_pattern = 6, .rope_base_swa = 10000.0f, .softcap = true},
+     .swa_pattern = 6, .rope_base_swa = 10000.0f, .softcap = true, .swa_rope_unscaled = true},
+    /* gpt-oss: biases everywhere, attention sinks, every other layer a sliding window
+     * (the same rope), experts with biases and a clamped SwiGLU, YaRN rope; the norm
+     * before the experts is stored as post_attention_norm */
+    {.name = "gpt-oss",
+     .layer = LLAMA_LAYER | QKV_BIAS | BT_LT_BIT(BT_LT_O_BIAS) | BT_LT_BIT(BT_LT_SINKS),
+     .moe = EXPERTS | BT_LT_BIT(BT_LT_ROUTER_BIAS) | BT_LT_BIT(BT_LT_GATE_EXPS_BIAS) |
+            BT_LT_BIT(BT_LT_UP_EXPS_BIAS) | BT_LT_BIT(BT_LT_DOWN_EXPS_BIAS),
+     .rope = BT_ROPE_NEOX, .act = BT_ACT_SWIGLU_OAI, .swa = true, .swa_pattern = 2,
+     .yarn = true, .ffn_norm = "post_attention_norm.weight"},
 };
 
 const bt_arch_t *bt_arch_find(const char *name, size_t len)
@@ -77,7 +94,12 @@ const bt_arch_t *bt_arch_find(const char *name, size_t len)
     return NULL;
 }
 
-const char *bt_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3"; }
+const char *bt_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss"; }
+
+const char *bt_arch_suffix(const bt_arch_t *a, int kind)
+{
+    return kind == BT_LT_FFN_NORM && a->ffn_norm != NULL ? a->ffn_norm : bt_lt_info[kind].suffix;
+}
 
 uint32_t bt_arch_layer_bits(const bt_arch_t *a, bool experts)
 {

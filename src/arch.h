@@ -33,15 +33,21 @@ typedef enum bt_lt {
     BT_LT_Q_NORM,         /* RMS norm of each query head [head_dim], after bias, before rope */
     BT_LT_K_NORM,         /* the same for each key head */
     BT_LT_O,              /* [n_head * head_dim -> n_embd] */
+    BT_LT_O_BIAS,         /* [n_embd] */
+    BT_LT_SINKS,          /* [n_head]: one attention-sink logit per query head */
     BT_LT_POST_ATTN_NORM, /* RMS norm of the attention output before the residual add */
     BT_LT_FFN_NORM,       /* pre-FFN RMS norm */
     BT_LT_GATE,           /* [n_embd -> n_ff] */
     BT_LT_UP,             /* [n_embd -> n_ff] */
     BT_LT_DOWN,           /* [n_ff -> n_embd] */
     BT_LT_ROUTER,         /* [n_embd -> n_expert]: one logit per expert */
+    BT_LT_ROUTER_BIAS,    /* [n_expert] */
     BT_LT_GATE_EXPS,      /* n_expert matrices [n_embd -> n_ff_exp], one after another */
     BT_LT_UP_EXPS,        /* n_expert matrices [n_embd -> n_ff_exp] */
     BT_LT_DOWN_EXPS,      /* n_expert matrices [n_ff_exp -> n_embd] */
+    BT_LT_GATE_EXPS_BIAS, /* [n_ff_exp] per expert, n_expert rows */
+    BT_LT_UP_EXPS_BIAS,
+    BT_LT_DOWN_EXPS_BIAS, /* [n_embd] per expert */
     BT_LT_POST_FFN_NORM,  /* RMS norm of the FFN output before the residual add */
     BT_LT_COUNT
 } bt_lt_t;
@@ -56,6 +62,7 @@ typedef enum bt_dim {
     BT_DIM_KV,   /* n_head_kv * head_dim */
     BT_DIM_FF,   /* n_ff */
     BT_DIM_HEAD, /* head_dim */
+    BT_DIM_NHEAD, /* n_head */
     BT_DIM_EXPERT, /* n_expert */
     BT_DIM_FF_EXP, /* n_ff_exp: the hidden size of one expert */
 } bt_dim_t;
@@ -64,7 +71,12 @@ typedef struct bt_lt_info {
     const char *suffix;     /* "attn_q.weight" */
     bt_dim_t ne0, ne1, ne2; /* GGUF shape: ne0 contiguous (a matrix's n_in), ne1 its n_out,
                              * ne2 the experts of a 3-D tensor (else BT_DIM_ONE) */
+    bool f32;               /* f32 values bound as an array (vectors: ne1 BT_DIM_ONE, and
+                             * the per-expert biases), not a weight matrix */
 } bt_lt_info_t;
+
+/* Whether kind is an f32 array rather than a weight matrix. */
+static inline bool bt_lt_f32(const bt_lt_info_t *li) { return li->f32 || li->ne1 == BT_DIM_ONE; }
 
 /* The sizes the dimensions stand for. */
 typedef struct bt_dims {
@@ -86,6 +98,8 @@ typedef enum bt_rope_pairing {
 typedef enum bt_act {
     BT_ACT_SILU,      /* down(silu(gate) * up) */
     BT_ACT_GELU_TANH, /* down(gelu(gate) * up), the tanh form of GELU */
+    BT_ACT_SWIGLU_OAI, /* gpt-oss: g = min(gate, 7), u = clamp(up, -7, 7),
+                        * down(g sigmoid(1.702 g) (u + 1)) */
 } bt_act_t;
 
 typedef struct bt_arch {
@@ -104,7 +118,13 @@ typedef struct bt_arch {
     int swa_pattern;         /* default pattern N: layer L is local iff L % N < N - 1 */
     float rope_base_swa;     /* local layers' base when rope.freq_base_swa is absent */
     bool softcap;            /* reads final_logit_softcapping */
+    bool swa_rope_unscaled;  /* rope scaling applies to the global layers only (gemma3) */
+    bool yarn;               /* rope.scaling.type "yarn" is implemented (gpt-oss) */
+    const char *ffn_norm;    /* the pre-FFN norm's suffix when not "ffn_norm.weight" */
 } bt_arch_t;
+
+/* The GGUF suffix of per-layer tensor kind in family a. */
+const char *bt_arch_suffix(const bt_arch_t *a, int kind);
 
 /* The row of general.architecture = name (len bytes), or NULL. */
 const bt_arch_t *bt_arch_find(const char *name, size_t len);

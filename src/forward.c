@@ -182,7 +182,7 @@ static void attend_run(const bt_forward_t *f, int il, const bt_run_t *r, const b
     const bt_kv_cache_t *kv = &f->kv;
     const size_t at = (size_t)r->first * (size_t)hp->n_head * (size_t)hp->head_dim;
     const bt_attn_t shape = {hp->n_head, hp->n_head_kv, hp->head_dim, kv->k_stride,
-                             f->m->layers[il].window, hp->attn_scale};
+                             f->m->layers[il].window, hp->attn_scale, f->m->layers[il].sinks};
     f->ops->attention(f->att + at, f->q + at, bt_kv_cache_k(kv, il, r->slot),
                       bt_kv_cache_v(kv, il, r->slot), kv->type, r->n, r->pos0, &shape, s);
 }
@@ -226,8 +226,9 @@ static void rope(bt_forward_t *f, const bt_layer_t *l)
 {
     const bt_hparams_t *hp = &f->m->hp;
     const size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)f->kv.kv_dim;
-    const bt_rope_t r = {hp->n_rot, l->rope_base, l->rope_freq_scale, f->m->rope_factors,
-                         hp->arch->rope == BT_ROPE_NEOX};
+    const bt_rope_t r = {hp->n_rot,      l->rope_base,  l->rope_freq_scale,
+                         f->m->rope_factors, hp->arch->rope == BT_ROPE_NEOX,
+                         hp->yarn,       hp->yarn_low,  hp->yarn_high, hp->yarn_mscale};
     for (int i = 0; i < f->n_runs; i++) {
         const bt_run_t *run = &f->runs[i];
         bt_rope_f32(f->q + run->first * q_dim, run->n, run->pos0, hp->n_head, hp->head_dim, &r);
@@ -254,18 +255,30 @@ static void residual(const bt_forward_t *f, float *x, float *y, const float *pos
     bt_add_f32(x, y, (int64_t)n_tok * hp->n_embd);
 }
 
+/* The matrices and biases (NULL: none) of one FFN, dense or an expert. */
+typedef struct ffn_w {
+    bt_matrix_t gate, up, down;
+    const float *gate_b, *up_b, *down_b;
+} ffn_w_t;
+
 /* out = down(act(gate(xn)) * up(xn)) for n rows of xn. */
-static void ffn(const bt_forward_t *f, const bt_matrix_t *gate, const bt_matrix_t *up,
-                const bt_matrix_t *down, const float *xn, int n, float *out)
+static void ffn(const bt_forward_t *f, const ffn_w_t *w, const float *xn, int n, float *out)
 {
-    const int64_t n_ff = gate->n_out;
-    project(f, f->gate, gate, NULL, xn, n);
-    project(f, f->up, up, NULL, xn, n);
-    if (f->m->hp.arch->act == BT_ACT_GELU_TANH)
-        bt_geglu_f32(f->gate, f->up, (int64_t)n * n_ff);
-    else
-        bt_swiglu_f32(f->gate, f->up, (int64_t)n * n_ff);
-    project(f, out, down, NULL, f->gate, n);
+    const int64_t n_ff = w->gate.n_out;
+    project(f, f->gate, &w->gate, w->gate_b, xn, n);
+    project(f, f->up, &w->up, w->up_b, xn, n);
+    switch (f->m->hp.arch->act) {
+    case BT_ACT_GELU_TANH: bt_geglu_f32(f->gate, f->up, (int64_t)n * n_ff); break;
+    case BT_ACT_SWIGLU_OAI: bt_swiglu_oai_f32(f->gate, f->up, (int64_t)n * n_ff); break;
+    default: bt_swiglu_f32(f->gate, f->up, (int64_t)n * n_ff); break;
+    }
+    project(f, out, &w->down, w->down_b, f->gate, n);
+}
+
+/* Row e of a per-expert bias of width n (NULL: none). */
+static const float *expert_row(const float *b, int e, int64_t n)
+{
+    return b != NULL ? b + (size_t)e * (size_t)n : NULL;
 }
 
 /* Mixture of experts on f->xn into f->o: each row's router picks its k
@@ -280,7 +293,7 @@ static void experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
     const bt_hparams_t *hp = &f->m->hp;
     const int k = hp->n_expert_used, n_embd = hp->n_embd;
     const size_t e_sz = (size_t)n_embd;
-    project(f, f->route, &l->router, NULL, f->xn, n_tok);
+    project(f, f->route, &l->router, l->router_bias, f->xn, n_tok);
     for (int t = 0; t < n_tok; t++)
         bt_topk_softmax(f->route + (size_t)t * hp->n_expert, hp->n_expert, k, f->sel + t * k,
                         f->sel_w + t * k);
@@ -295,9 +308,14 @@ static void experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
             }
         if (n == 0)
             continue;
-        const bt_matrix_t gate = bt_expert(&l->gate_exps, e), up = bt_expert(&l->up_exps, e),
-                          down = bt_expert(&l->down_exps, e);
-        ffn(f, &gate, &up, &down, f->xg, n, f->xg);
+        const int64_t n_ff = hp->n_ff_exp;
+        const ffn_w_t w = {bt_expert(&l->gate_exps, e),
+                           bt_expert(&l->up_exps, e),
+                           bt_expert(&l->down_exps, e),
+                           expert_row(l->gate_exps_bias, e, n_ff),
+                           expert_row(l->up_exps_bias, e, n_ff),
+                           expert_row(l->down_exps_bias, e, n_embd)};
+        ffn(f, &w, f->xg, n, f->xg);
         for (int i = 0; i < n; i++)
             memcpy(f->y_exp + (size_t)f->gather[i] * e_sz, f->xg + (size_t)i * e_sz,
                    e_sz * sizeof(float));
@@ -328,7 +346,7 @@ static void layer(bt_forward_t *f, int il, float *x, int n_tok)
         bt_rmsnorm_f32(f->k, f->k, l->k_norm, n_tok * hp->n_head_kv, hp->head_dim, hp->rms_eps);
     rope(f, l);
     attention(f, il);
-    project(f, f->o, &l->wo, NULL, f->att, n_tok);
+    project(f, f->o, &l->wo, l->o_bias, f->att, n_tok);
     residual(f, x, f->o, l->post_attn_norm, n_tok);
 
     /* feed-forward: down(act(gate(xn)) * up(xn)), dense or by experts */
@@ -336,7 +354,7 @@ static void layer(bt_forward_t *f, int il, float *x, int n_tok)
     if (l->router.data != NULL)
         experts(f, l, n_tok);
     else
-        ffn(f, &l->w_gate, &l->w_up, &l->w_down, f->xn, n_tok, f->o);
+        ffn(f, &(ffn_w_t){l->w_gate, l->w_up, l->w_down, NULL, NULL, NULL}, f->xn, n_tok, f->o);
     residual(f, x, f->o, l->post_ffn_norm, n_tok);
 }
 

@@ -130,18 +130,46 @@ static bt_status_t read_rope_scaling(const bt_gguf_t *g, bt_hparams_t *hp)
             return BT_OK;
         }
         linear = bt_gguf_str_eq(type, "linear");
-        if (!linear) {
-            bt_log_error("model: %s: %s = '%.*s' is not supported (only none and linear)",
-                         g->path, key, (int)(type.len > 32 ? 32 : type.len), type.ptr);
+        hp->yarn = hp->arch->yarn && bt_gguf_str_eq(type, "yarn");
+        if (!linear && !hp->yarn) {
+            bt_log_error("model: %s: %s = '%.*s' is not supported (only none and linear%s)",
+                         g->path, key, (int)(type.len > 32 ? 32 : type.len), type.ptr,
+                         hp->arch->yarn ? ", yarn" : "");
             return BT_ERR_UNSUPPORTED;
         }
     } else if (st != BT_ERR_ARG) {
         return st;
     }
     float factor;
-    if ((st = get_float(g, akey(hp, "rope.scaling.factor", key, sizeof key), 1.0f, &factor)))
+    if ((st = get_float(g, akey(hp, "rope.scaling.factor", key, sizeof key),
+                        hp->yarn ? -1.0f : 1.0f, &factor)))
         return st;
+    if (!(factor > 0.0f)) {
+        bt_log_error("model: %s: %s is required with YaRN", g->path, key);
+        return BT_ERR_FORMAT;
+    }
     hp->rope_freq_scale = 1.0f / factor;
+    return BT_OK;
+}
+
+/* YaRN's pair range and attention scale, as llama.cpp derives them (its
+ * defaults beta_fast 32, beta_slow 1): the pairs below yarn_low keep their
+ * frequency, those above yarn_high are scaled, those between blend. */
+static bt_status_t read_yarn(const bt_gguf_t *g, bt_hparams_t *hp)
+{
+    char key[96];
+    int n_orig;
+    bt_status_t st =
+        get_dim(g, akey(hp, "rope.scaling.original_context_length", key, sizeof key), -1, &n_orig);
+    if (st != BT_OK)
+        return st;
+    const float pi = 3.14159265358979323846f, n = (float)hp->n_rot;
+    const float lb = 2.0f * logf(hp->rope_base);
+    const float fast = n * logf((float)n_orig / (32.0f * 2.0f * pi)) / lb;
+    const float slow = n * logf((float)n_orig / (1.0f * 2.0f * pi)) / lb;
+    hp->yarn_low = fmaxf(0.0f, floorf(fast));
+    hp->yarn_high = fminf(n - 1.0f, ceilf(slow));
+    hp->yarn_mscale = 1.0f + 0.1f * logf(1.0f / hp->rope_freq_scale);
     return BT_OK;
 }
 
@@ -209,7 +237,9 @@ static bt_status_t read_swa(const bt_gguf_t *g, bt_hparams_t *hp)
         return BT_ERR_FORMAT;
     }
     hp->n_swa = (int)w;
-    return get_float(g, akey(hp, "rope.freq_base_swa", key, sizeof key), hp->arch->rope_base_swa,
+    /* a family without its own local base uses the global one */
+    const float dflt = hp->arch->rope_base_swa > 0.0f ? hp->arch->rope_base_swa : hp->rope_base;
+    return get_float(g, akey(hp, "rope.freq_base_swa", key, sizeof key), dflt,
                      &hp->rope_base_swa);
 }
 
@@ -274,7 +304,7 @@ static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
         return BT_ERR_FORMAT;
     }
     hp->rope_base_swa = hp->rope_base;
-    if (hp->arch->swa && (st = read_swa(g, hp)))
+    if ((hp->arch->swa && (st = read_swa(g, hp))) || (hp->yarn && (st = read_yarn(g, hp))))
         return st;
     if (hp->arch->softcap &&
         (st = get_float(g, K(11, "final_logit_softcapping"), 0.0f, &hp->logit_softcap)))
@@ -394,7 +424,8 @@ static bt_status_t check_type(const bt_gguf_t *g, const bt_gguf_tensor_t *t, boo
 /* The per-layer kind of "blk.N.<suffix>": sets *il and returns the
  * bt_lt_t, or -1 when the name is not of that form or no kind has the
  * suffix. */
-static int layer_tensor_kind(const bt_gguf_str_t name, int *il)
+static int layer_tensor_kind(const bt_arch_t *a, uint32_t allowed, const bt_gguf_str_t name,
+                             int *il)
 {
     char buf[128];
     if (name.len >= sizeof buf || name.len < 6 || memcmp(name.ptr, "blk.", 4) != 0)
@@ -411,10 +442,11 @@ static int layer_tensor_kind(const bt_gguf_str_t name, int *il)
     if (end - (buf + 4) != len || memcmp(canon, buf + 4, (size_t)len) != 0)
         return -1;
     *il = (int)n;
+    int kind = -1; /* a suffix two kinds share (gpt-oss's FFN norm): the allowed one */
     for (int t = 0; t < BT_LT_COUNT; t++)
-        if (strcmp(end + 1, bt_lt_info[t].suffix) == 0)
-            return t;
-    return -1;
+        if (strcmp(end + 1, bt_arch_suffix(a, t)) == 0 && (kind < 0 || allowed & BT_LT_BIT(t)))
+            kind = t;
+    return kind;
 }
 
 /* Strict tensors: every tensor of the file is one the row uses, of the
@@ -432,13 +464,13 @@ static bt_status_t check_tensors(const bt_gguf_t *g, const bt_hparams_t *hp)
     bt_status_t st = BT_OK;
     for (uint64_t i = 0; i < g->n_tensors && st == BT_OK; i++) {
         const bt_gguf_tensor_t *t = &g->tensors[i];
-        int il = 0, kind = layer_tensor_kind(t->name, &il);
+        int il = 0, kind = layer_tensor_kind(a, allowed, t->name, &il);
         if (kind >= 0 && il < hp->n_layer && (allowed & BT_LT_BIT(kind))) {
             const bt_lt_info_t *li = &bt_lt_info[kind];
             have[il] |= BT_LT_BIT(kind);
             if (!(st = check_shape3(g, t, dim_of(hp, li->ne0), dim_of(hp, li->ne1),
                                     dim_of(hp, li->ne2))))
-                st = check_type(g, t, li->ne1 == BT_DIM_ONE);
+                st = check_type(g, t, bt_lt_f32(li));
         } else if (bt_gguf_str_eq(t->name, "token_embd.weight")) {
             embd = true;
             if (!(st = check_shape(g, t, hp->n_embd, hp->n_vocab)))
@@ -464,7 +496,7 @@ static bt_status_t check_tensors(const bt_gguf_t *g, const bt_hparams_t *hp)
         const uint32_t missing = required & ~have[il];
         if (missing != 0) {
             bt_log_error("model: %s: tensor 'blk.%d.%s' is missing (architecture '%s')", g->path,
-                         il, bt_lt_info[__builtin_ctz(missing)].suffix, a->name);
+                         il, bt_arch_suffix(a, __builtin_ctz(missing)), a->name);
             st = BT_ERR_FORMAT;
         }
     }
@@ -505,12 +537,18 @@ static const size_t lt_field[BT_LT_COUNT] = {
     [BT_LT_Q_NORM] = offsetof(bt_layer_t, q_norm),
     [BT_LT_K_NORM] = offsetof(bt_layer_t, k_norm),
     [BT_LT_O] = offsetof(bt_layer_t, wo),
+    [BT_LT_O_BIAS] = offsetof(bt_layer_t, o_bias),
+    [BT_LT_SINKS] = offsetof(bt_layer_t, sinks),
     [BT_LT_POST_ATTN_NORM] = offsetof(bt_layer_t, post_attn_norm),
     [BT_LT_FFN_NORM] = offsetof(bt_layer_t, ffn_norm),
     [BT_LT_GATE] = offsetof(bt_layer_t, w_gate),
     [BT_LT_UP] = offsetof(bt_layer_t, w_up),
     [BT_LT_DOWN] = offsetof(bt_layer_t, w_down),
     [BT_LT_ROUTER] = offsetof(bt_layer_t, router),
+    [BT_LT_ROUTER_BIAS] = offsetof(bt_layer_t, router_bias),
+    [BT_LT_GATE_EXPS_BIAS] = offsetof(bt_layer_t, gate_exps_bias),
+    [BT_LT_UP_EXPS_BIAS] = offsetof(bt_layer_t, up_exps_bias),
+    [BT_LT_DOWN_EXPS_BIAS] = offsetof(bt_layer_t, down_exps_bias),
     [BT_LT_GATE_EXPS] = offsetof(bt_layer_t, gate_exps),
     [BT_LT_UP_EXPS] = offsetof(bt_layer_t, up_exps),
     [BT_LT_DOWN_EXPS] = offsetof(bt_layer_t, down_exps),
@@ -524,12 +562,12 @@ static bt_status_t bind_layer(bt_model_t *m, int il, bt_layer_t *l)
         bt_arch_layer_bits(hp->arch, hp->n_expert > 0) | hp->arch->layer_optional;
     for (int kind = 0; kind < BT_LT_COUNT; kind++) {
         char name[96];
-        snprintf(name, sizeof name, "blk.%d.%s", il, bt_lt_info[kind].suffix);
+        snprintf(name, sizeof name, "blk.%d.%s", il, bt_arch_suffix(hp->arch, kind));
         const bt_gguf_tensor_t *t = bits & BT_LT_BIT(kind) ? bind_tensor(m, name) : NULL;
         if (t == NULL)
             continue;
         char *field = (char *)l + lt_field[kind];
-        if (bt_lt_info[kind].ne1 == BT_DIM_ONE)
+        if (bt_lt_f32(&bt_lt_info[kind]))
             *(const float **)(void *)field = t->data;
         else
             *(bt_matrix_t *)(void *)field = matrix_of(t);
@@ -538,8 +576,8 @@ static bt_status_t bind_layer(bt_model_t *m, int il, bt_layer_t *l)
     bt_status_t st = layer_is_local(m->gguf, hp, il, &local);
     l->window = local ? hp->n_swa : 0;
     l->rope_base = local ? hp->rope_base_swa : hp->rope_base;
-    /* linear scaling stretches the global layers only (llama.cpp) */
-    l->rope_freq_scale = local ? 1.0f : hp->rope_freq_scale;
+    /* gemma3: scaling stretches the global layers only (llama.cpp) */
+    l->rope_freq_scale = local && hp->arch->swa_rope_unscaled ? 1.0f : hp->rope_freq_scale;
     return st;
 }
 
@@ -659,9 +697,10 @@ static int bound_weights(bt_model_t *m, weight_ref_t *w, int cap)
         for (int kind = 0; kind < BT_LT_COUNT; kind++) {
             char *field = (char *)&m->layers[i] + lt_field[kind];
             const bt_lt_info_t *li = &bt_lt_info[kind];
-            if (li->ne1 == BT_DIM_ONE)
+            if (bt_lt_f32(li))
                 add_ref(w, cap, &n, (const void **)(void *)field,
-                        sizeof(float) * (size_t)dim_of(&m->hp, li->ne0));
+                        sizeof(float) * (size_t)(dim_of(&m->hp, li->ne0) *
+                                                 dim_of(&m->hp, li->ne1)));
             else { /* a 3-D tensor: its n_expert matrices at once */
                 bt_matrix_t *x = (bt_matrix_t *)(void *)field;
                 add_ref(w, cap, &n, &x->data,

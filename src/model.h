@@ -42,7 +42,9 @@ typedef struct bt_hparams {
     float rms_eps;
     float rope_base;       /* <arch>.rope.freq_base (global layers) */
     float rope_base_swa;   /* local (sliding-window) layers' base */
-    float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, else 1 */
+    float rope_freq_scale; /* 1 / rope.scaling.factor (linear or YaRN scaling), else 1 */
+    bool yarn;             /* rope.scaling.type "yarn" (families with arch.h's yarn) */
+    float yarn_low, yarn_high, yarn_mscale; /* bt_rope_t's YaRN terms */
     int n_swa;             /* sliding window of local layers; 0: none */
     float attn_scale;      /* scores = scale * q.k */
     float embd_scale;      /* token embeddings times this (1, or sqrt(n_embd)) */
@@ -59,12 +61,17 @@ typedef struct bt_layer {
     const float *q_bias, *k_bias, *v_bias; /* [n_head * head_dim], [kv dim], [kv dim] */
     const float *q_norm, *k_norm;          /* [head_dim]: per-head RMS norms */
     bt_matrix_t wo;         /* [n_embd, n_head * head_dim] */
+    const float *o_bias;    /* [n_embd] */
+    const float *sinks;     /* [n_head]: attention-sink logits */
     const float *post_attn_norm; /* [n_embd] */
     const float *ffn_norm;  /* [n_embd] */
     bt_matrix_t w_gate;     /* [n_ff, n_embd] */
     bt_matrix_t w_up;       /* [n_ff, n_embd] */
     bt_matrix_t w_down;     /* [n_embd, n_ff] */
     bt_matrix_t router;     /* [n_expert, n_embd]: experts instead of gate/up/down */
+    const float *router_bias;   /* [n_expert] */
+    const float *gate_exps_bias, *up_exps_bias; /* [n_expert][n_ff_exp] */
+    const float *down_exps_bias;                /* [n_expert][n_embd] */
     bt_matrix_t gate_exps;  /* expert 0 of n_expert [n_ff_exp, n_embd], the others follow
                              * (bt_expert) */
     bt_matrix_t up_exps;    /* the same */

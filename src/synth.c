@@ -288,13 +288,15 @@ static void list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_list_t
                 continue;
             const bt_lt_info_t *info = &bt_lt_info[lt];
             const int64_t n_in = dim_of(s, info->ne0), n_out = dim_of(s, info->ne1);
-            snprintf(name, sizeof name, "blk.%d.%s", il, info->suffix);
+            snprintf(name, sizeof name, "blk.%d.%s", il, bt_arch_suffix(a, lt));
             if (lt == BT_LT_ROUTER) /* f32, as converters keep it */
                 add_matrix(l, name, n_in, n_out, 1, BT_TYPE_F32);
-            else if (info->ne1 != BT_DIM_ONE)
+            else if (!bt_lt_f32(info))
                 add_matrix(l, name, n_in, n_out, dim_of(s, info->ne2), type);
-            else if (lt == BT_LT_Q_BIAS || lt == BT_LT_K_BIAS || lt == BT_LT_V_BIAS)
-                add(l, name, n_in, 1, 0.0f, 0.1f, BT_TYPE_F32);
+            else if (strstr(info->suffix, ".bias") != NULL)
+                add(l, name, n_in, n_out, 0.0f, 0.1f, BT_TYPE_F32);
+            else if (lt == BT_LT_SINKS) /* logits */
+                add(l, name, n_in, 1, 0.0f, 1.0f, BT_TYPE_F32);
             else /* a norm */
                 add(l, name, n_in, 1, 1.0f, 0.1f, BT_TYPE_F32);
         }

@@ -15,7 +15,8 @@
  *   families:   the same for a model of every other architecture of the
  *               table (Llama 3 rope factors, qwen2, qwen3, gemma3 with a
  *               sliding window of 8 that micro-batches cut across, experts
- *               in llama and qwen3moe, routed per row: the golden files)
+ *               in llama and qwen3moe, routed per row, gpt-oss: the golden
+ *               files)
  *   traffic:    every activation goes from rank s straight to rank s+1
  *   errors:     setup failures stop every rank with the same status
  *   linkprobe:  one measured link per neighbor pair, reported on rank 0,
@@ -55,7 +56,8 @@ static const char *const family_files[] = {"tiny-llama3-ropefreqs-golden.gguf",
                                            "tiny-qwen2-golden.gguf", "tiny-qwen3-golden.gguf",
                                            "tiny-gemma3-swa-golden.gguf",
                                            "tiny-llama-moe-golden-f32.gguf",
-                                           "tiny-qwen3moe-golden.gguf"};
+                                           "tiny-qwen3moe-golden.gguf",
+                                           "tiny-gptoss-golden.gguf"};
 enum { N_FAMILIES = sizeof family_files / sizeof family_files[0] };
 static refmodel_t family[N_FAMILIES];
 static refmodel_t wide; /* n_embd 512: 8-16 KiB messages (rendezvous) */

@@ -81,6 +81,7 @@ static uint64_t dim(const bt_synth_shape_t *s, bt_dim_t d)
     case BT_DIM_KV: return hd * (uint64_t)s->n_head_kv;
     case BT_DIM_FF: return (uint64_t)s->n_ff;
     case BT_DIM_HEAD: return hd;
+    case BT_DIM_NHEAD: return (uint64_t)s->n_head;
     case BT_DIM_EXPERT: return (uint64_t)s->n_expert;
     case BT_DIM_FF_EXP: return (uint64_t)s->n_ff_exp;
     case BT_DIM_ONE: break;
@@ -149,7 +150,7 @@ static void check_family_file(const bt_gguf_t *g, const bt_synth_shape_t *s)
     for (int il = 0; il < s->n_layer; il++)
         for (int lt = 0; lt < BT_LT_COUNT; lt++) {
             char name[96];
-            snprintf(name, sizeof name, "blk.%d.%s", il, bt_lt_info[lt].suffix);
+            snprintf(name, sizeof name, "blk.%d.%s", il, bt_arch_suffix(a, lt));
             if (bt_arch_layer_bits(a, s->n_expert > 0) & BT_LT_BIT(lt)) {
                 check_tensor3(g, name, dim(s, bt_lt_info[lt].ne0), dim(s, bt_lt_info[lt].ne1),
                               dim(s, bt_lt_info[lt].ne2));

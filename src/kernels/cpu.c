@@ -576,11 +576,12 @@ static inline v16f exp_neg(v16f x)
 
 /* exp(score[j] - max) in place; returns their sum in double: in 16 lanes
  * (each a fixed subsequence of j), then a fixed horizontal sum, in the
- * avx512 and avx2 builds; otherwise in order. Either way fixed by n alone. */
-static __attribute__((noinline)) double exp_sum(float *restrict score, int n)
+ * avx512 and avx2 builds; otherwise in order. Either way fixed by n alone.
+ * sink (-inf: none) joins the max and, last, the sum. */
+static __attribute__((noinline)) double exp_sum(float *restrict score, int n, float sink)
 {
 #if BT_SIMD16
-    v16f mv = v16f_set1(-INFINITY);
+    v16f mv = v16f_set1(sink);
     for (int j = 0; j < n; j += 16)
         mv = v16f_max(mv, v16f_load_n(score + j, n - j < 16 ? n - j : 16, -INFINITY));
     const v16f mx = v16f_set1(v16f_hmax(mv));
@@ -591,9 +592,9 @@ static __attribute__((noinline)) double exp_sum(float *restrict score, int n)
         v16f_store_n(score + j, e, m);
         sum = v16d_add_f(sum, e);
     }
-    return v16d_sum(sum);
+    return v16d_sum(sum) + (double)expf(sink - v16f_hmax(mx));
 #else
-    float max = -INFINITY;
+    float max = sink;
     for (int j = 0; j < n; j++)
         max = score[j] > max ? score[j] : max;
     double sum = 0.0;
@@ -601,7 +602,7 @@ static __attribute__((noinline)) double exp_sum(float *restrict score, int n)
         score[j] = expf(score[j] - max);
         sum += score[j];
     }
-    return sum;
+    return sum + (double)expf(sink - max);
 #endif
 }
 
@@ -754,6 +755,7 @@ static void att_share(const att_args_t *x, int me, int nth)
             float *orow[ATT_ROWS];
             float inv[ATT_ROWS];
             int nk[ATT_ROWS], jk[ATT_ROWS], n_keys = 0; /* relative to j_lo */
+            float sink[ATT_ROWS];
             for (int r = 0; r < nr; r++) {
                 const int t = t0 + (r0 + r) / group, h = g * group + (r0 + r) % group;
                 const size_t row = ((size_t)t * n_head + (size_t)h) * head_dim;
@@ -761,6 +763,7 @@ static void att_share(const att_args_t *x, int me, int nth)
                 orow[r] = x->out + row;
                 nk[r] = pos0 + t + 1 - j_lo;
                 jk[r] = first_key(a, pos0 + t) - j_lo;
+                sink[r] = a->sinks != NULL ? a->sinks[h] : -INFINITY;
                 n_keys = nk[r] > n_keys ? nk[r] : n_keys;
             }
             scores_tab[f16][nr - 1](score, ld, qr,
@@ -769,7 +772,7 @@ static void att_share(const att_args_t *x, int me, int nth)
                                     a->k_stride, n_keys, head_dim, a->scale);
             for (int r = 0; r < nr; r++) {
                 float *sr = score + r * ld;
-                inv[r] = (float)(1.0 / exp_sum(sr + jk[r], nk[r] - jk[r]));
+                inv[r] = (float)(1.0 / exp_sum(sr + jk[r], nk[r] - jk[r], sink[r]));
                 for (int j = 0; j < jk[r]; j++)
                     sr[j] = 0.0f;
             }

@@ -107,7 +107,14 @@ void bt_rope_f32(float *restrict x, int n_tok, int pos0, int n_head, int head_di
     for (int i0 = 0; i0 < n_pair; i0 += BT_ROPE_BLOCK) {
         const int nb = n_pair - i0 < BT_ROPE_BLOCK ? n_pair - i0 : BT_ROPE_BLOCK;
         for (int k = 0; k < nb; k++) {
-            freq[k] = powf(r->base, -2.0f * (float)(i0 + k) / (float)r->n_rot) * r->freq_scale;
+            freq[k] = powf(r->base, -2.0f * (float)(i0 + k) / (float)r->n_rot);
+            if (r->yarn) {
+                float y = ((float)(i0 + k) - r->yarn_low) / fmaxf(0.001f, r->yarn_high - r->yarn_low);
+                const float ramp = 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+                freq[k] *= r->freq_scale * (1.0f - ramp) + ramp;
+            } else {
+                freq[k] *= r->freq_scale;
+            }
             if (r->factors != NULL)
                 freq[k] /= r->factors[i0 + k];
         }
@@ -117,6 +124,10 @@ void bt_rope_f32(float *restrict x, int n_tok, int pos0, int n_head, int head_di
                 const float theta = pos * freq[k];
                 c[k] = cosf(theta);
                 s[k] = sinf(theta);
+                if (r->yarn) {
+                    c[k] *= r->mscale;
+                    s[k] *= r->mscale;
+                }
             }
             for (int h = 0; h < n_head; h++) {
                 float *p = x + ((size_t)t * n_head + h) * head_dim + stride * i0;
@@ -229,6 +240,23 @@ void bt_swiglu_f32(float *restrict gate, const float *restrict up, int64_t n)
 void bt_geglu_f32(float *restrict gate, const float *restrict up, int64_t n)
 {
     gated4(gate, up, n, gelu4);
+}
+
+void bt_swiglu_oai_f32(float *restrict gate, const float *restrict up, int64_t n)
+{
+    const v4f_t seven = {7.0f, 7.0f, 7.0f, 7.0f}, one = {1.0f, 1.0f, 1.0f, 1.0f};
+    int64_t i = 0;
+    for (; i < n; i += 4) {
+        const size_t len = (size_t)(n - i < 4 ? n - i : 4) * sizeof(float);
+        v4f_t g = {0.0f, 0.0f, 0.0f, 0.0f}, u = g;
+        memcpy(&g, gate + i, len);
+        memcpy(&u, up + i, len);
+        g = v4f_select(g > seven, seven, g);
+        u = v4f_select(u > seven, seven, u);
+        u = v4f_select(u < -seven, -seven, u);
+        g = div_1p_exp4(g, 1.702f * g) * (u + one);
+        memcpy(gate + i, &g, len);
+    }
 }
 
 void bt_add_f32(float *restrict x, const float *restrict y, int64_t n)

@@ -64,6 +64,8 @@ typedef struct bt_attn {
     int k_stride; /* positions per transposed key row */
     int window;   /* keys a query sees, itself included; 0: all earlier ones */
     float scale;  /* of the scores, usually 1 / sqrt(head_dim) */
+    const float *sinks; /* NULL, or [n_head]: head h's softmax denominator also holds
+                         * e^sinks[h] (a logit with no value and no scale) */
 } bt_attn_t;
 
 typedef struct bt_ops {
@@ -168,6 +170,12 @@ typedef struct bt_rope {
     float freq_scale;     /* times this (linear scaling; 1: none) */
     const float *factors; /* NULL, or [n_rot / 2]: pair i's angle divided by factors[i] */
     bool neox;            /* pairs (x[i], x[i + n_rot/2]) instead of (x[2i], x[2i+1]) */
+    /* YaRN (yarn true): pair i's angle blends the scaled and the unscaled
+     * one, by ramp_i = 1 - clamp((i - yarn_low) / max(0.001, yarn_high -
+     * yarn_low), 0, 1) for the unscaled; cos and sin are multiplied by
+     * mscale */
+    bool yarn;
+    float yarn_low, yarn_high, mscale;
 } bt_rope_t;
 
 /* Rotates, in place, the pairs of the first n_rot dims of each head by
@@ -178,6 +186,10 @@ void bt_rope_f32(float *restrict x, int n_tok, int pos0, int n_head, int head_di
 
 /* gate[i] = silu(gate[i]) * up[i] for n elements. */
 void bt_swiglu_f32(float *restrict gate, const float *restrict up, int64_t n);
+
+/* gpt-oss's gate: g = min(gate[i], 7), u = clamp(up[i], -7, 7),
+ * gate[i] = g sigmoid(1.702 g) (u + 1) for n elements. */
+void bt_swiglu_oai_f32(float *restrict gate, const float *restrict up, int64_t n);
 
 /* gate[i] = gelu(gate[i]) * up[i] for n elements, with the tanh form
  * gelu(z) = z/2 (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))). */

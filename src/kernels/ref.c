@@ -49,7 +49,8 @@ static void ref_attention(float *restrict out, const float *restrict q, const vo
         for (int h = 0; h < n_head; h++) {
             const float *qh = q + ((size_t)t * n_head + h) * head_dim;
             const int kvh = h / group;
-            float max = -INFINITY;
+            const float sink = a->sinks != NULL ? a->sinks[h] : -INFINITY;
+            float max = sink; /* a sink joins the max and the sum, with no value */
             const size_t kh = (size_t)kvh * head_dim * k_stride; /* [head_dim][k_stride] */
             for (int j = 0; j < n_keys; j++) {
                 float dot = 0.0f;
@@ -63,6 +64,7 @@ static void ref_attention(float *restrict out, const float *restrict q, const vo
                 score[j] = expf(score[j] - max);
                 sum += score[j];
             }
+            sum += expf(sink - max);
             float inv = (float)(1.0 / sum);
             float *oh = out + ((size_t)t * n_head + h) * head_dim;
             for (int d = 0; d < head_dim; d++) {
