@@ -124,6 +124,12 @@ static bt_status_t read_rope_scaling(const bt_gguf_t *g, bt_hparams_t *hp)
     bt_gguf_str_t type;
     bt_status_t st = bt_gguf_get_str(g, akey(hp, "rope.scaling.type", key, sizeof key), &type);
     bool linear = st == BT_ERR_ARG; /* no type: a factor alone is linear, as in llama.cpp */
+    if (st == BT_ERR_ARG && hp->arch->yarn) {
+        /* without it llama.cpp computes other logits without a word */
+        bt_log_error("model: %s: required key '%s' is missing (architecture '%s' has YaRN "
+                     "rope)", g->path, key, hp->arch->name);
+        return BT_ERR_FORMAT;
+    }
     if (st == BT_OK) {
         if (bt_gguf_str_eq(type, "none")) {
             hp->rope_freq_scale = 1.0f;

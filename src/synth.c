@@ -47,6 +47,26 @@ static const bt_synth_shape_t shapes[] = {
     {.name = "qwen3-0.6b", .arch = "qwen3", .n_vocab = 151936, .n_embd = 1024, .n_layer = 28,
      .n_head = 16, .n_head_kv = 8, .n_ff = 3072, .n_ctx_train = 40960, .rope_base = 1e6f,
      .rms_eps = 1e-6f, .tied = true, .head_dim = 128},
+    /* Qwen3-30B-A3B, and its 48 layers and 128 experts (8 per token) scaled to ~2 GB in
+     * Q8_0 (1.94 B parameters, 0.17 B active) */
+    {.name = "qwen3-30b-a3b", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048,
+     .n_layer = 48, .n_head = 32, .n_head_kv = 4, .n_ff = 6144, .n_ctx_train = 40960,
+     .rope_base = 1e6f, .rms_eps = 1e-6f, .head_dim = 128, .n_expert = 128,
+     .n_expert_used = 8, .n_ff_exp = 768},
+    {.name = "qwen3moe-mini", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 512,
+     .n_layer = 48, .n_head = 8, .n_head_kv = 2, .n_ff = 1536, .n_ctx_train = 40960,
+     .rope_base = 1e6f, .rms_eps = 1e-6f, .head_dim = 64, .n_expert = 128, .n_expert_used = 8,
+     .n_ff_exp = 192},
+    /* gpt-oss-20b, and its 24 layers of 32 experts (4 per token) scaled to ~1.5 GB with
+     * MXFP4 experts (2.8 B parameters, 0.5 B active) */
+    {.name = "gpt-oss-20b", .arch = "gpt-oss", .n_vocab = 201088, .n_embd = 2880, .n_layer = 24,
+     .n_head = 64, .n_head_kv = 8, .n_ff = 2880, .n_ctx_train = 131072, .rope_base = 150000.0f,
+     .rms_eps = 1e-5f, .head_dim = 64, .n_swa = 128, .n_expert = 32, .n_expert_used = 4,
+     .n_ff_exp = 2880, .yarn_factor = 32.0f, .yarn_orig = 4096},
+    {.name = "gpt-oss-mini", .arch = "gpt-oss", .n_vocab = 201088, .n_embd = 1024,
+     .n_layer = 24, .n_head = 16, .n_head_kv = 8, .n_ff = 1024, .n_ctx_train = 131072,
+     .rope_base = 150000.0f, .rms_eps = 1e-5f, .head_dim = 64, .n_swa = 128, .n_expert = 32,
+     .n_expert_used = 4, .n_ff_exp = 1024, .yarn_factor = 32.0f, .yarn_orig = 4096},
     {.name = "gemma3-270m", .arch = "gemma3", .n_vocab = 262144, .n_embd = 640, .n_layer = 18,
      .n_head = 4, .n_head_kv = 1, .n_ff = 2048, .n_ctx_train = 32768, .rope_base = 1e6f,
      .rms_eps = 1e-6f, .tied = true, .head_dim = 256, .n_swa = 512},
@@ -55,7 +75,8 @@ static const bt_synth_shape_t shapes[] = {
 
 const char *bt_synth_shape_names(void)
 {
-    return "tiny, smollm2-135m, llama-1b, llama3-8b, qwen2-0.5b, qwen3-0.6b, gemma3-270m";
+    return "tiny, smollm2-135m, llama-1b, llama3-8b, qwen2-0.5b, qwen3-0.6b, qwen3-30b-a3b, "
+           "qwen3moe-mini, gpt-oss-20b, gpt-oss-mini, gemma3-270m";
 }
 
 bt_status_t bt_synth_shape(const char *name, bt_synth_shape_t *out)
@@ -92,6 +113,12 @@ bt_status_t bt_synth_shape_arch(const char *name, const char *arch, bt_synth_sha
             s.n_swa = 512; /* Gemma 3's window */
         if (strcmp(a->name, "gemma3") == 0 && s.head_dim == 0 && s.n_embd % s.n_head == 0)
             s.head_dim = s.n_embd / s.n_head; /* gemma3 files carry key_length */
+        if (!a->yarn) {
+            s.yarn_factor = 0.0f;
+        } else if (s.yarn_factor == 0.0f) { /* gpt-oss's */
+            s.yarn_factor = 32.0f;
+            s.yarn_orig = 4096;
+        }
         if (a->moe == 0) {
             s.n_expert = s.n_expert_used = s.n_ff_exp = 0;
         } else if (a->dense == 0 && s.n_expert == 0) { /* experts of the dense FFN's size */
@@ -201,6 +228,14 @@ bt_status_t bt_synth_check(const bt_synth_shape_t *s)
                      s->n_ff_exp, s->n_expert, 1 << 22);
         return BT_ERR_ARG;
     }
+    if (!(s->yarn_factor >= 0.0f) || (s->yarn_factor > 0.0f) != a->yarn ||
+        (s->yarn_factor > 0.0f && s->yarn_orig < 1)) {
+        bt_log_error("mkmodel: YaRN factor %g from context %d: architecture %s %s",
+                     (double)s->yarn_factor, s->yarn_orig, a->name,
+                     a->yarn ? "needs a factor > 0 and an original context >= 1"
+                             : "has no YaRN rope");
+        return BT_ERR_ARG;
+    }
     if (s->rope_freqs_ctx < 0 || (s->rope_freqs_ctx > 0 && !a->rope_freqs)) {
         bt_log_error("mkmodel: rope factors for context %d: architecture %s %s",
                      s->rope_freqs_ctx, a->name,
@@ -272,8 +307,9 @@ static void list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_list_t
     /* families that scale the embeddings by sqrt(n_embd) get rows of
      * variance 1/n_embd, so the scaled input and a tied head's logits are
      * of unit size as elsewhere */
+    const uint32_t embd_type = type == BT_TYPE_MXFP4 ? BT_TYPE_Q8_0 : type;
     add(l, "token_embd.weight", e, s->n_vocab, 0.0f, a->embd_scale ? 1.0f / sqrtf((float)e) : 1.0f,
-        fitting_type(type, e));
+        fitting_type(embd_type, e));
     if (s->rope_freqs_ctx > 0) {
         const int n_rot = s->n_rot > 0 ? s->n_rot : bt_synth_head_dim(s);
         add(l, "rope_freqs.weight", n_rot / 2, 1, 0.0f, 0.0f, BT_TYPE_F32);
@@ -282,6 +318,8 @@ static void list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_list_t
     }
     char name[64];
     const uint32_t bits = bt_arch_layer_bits(a, s->n_expert > 0);
+    /* MXFP4 is an experts' format: the other matrices of such a file in Q8_0 */
+    const uint32_t dense_type = type == BT_TYPE_MXFP4 ? BT_TYPE_Q8_0 : type;
     for (int il = 0; il < s->n_layer; il++)
         for (int lt = 0; lt < BT_LT_COUNT; lt++) {
             if (!(bits & BT_LT_BIT(lt)))
@@ -292,7 +330,8 @@ static void list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_list_t
             if (lt == BT_LT_ROUTER) /* f32, as converters keep it */
                 add_matrix(l, name, n_in, n_out, 1, BT_TYPE_F32);
             else if (!bt_lt_f32(info))
-                add_matrix(l, name, n_in, n_out, dim_of(s, info->ne2), type);
+                add_matrix(l, name, n_in, n_out, dim_of(s, info->ne2),
+                           info->ne2 == BT_DIM_EXPERT ? type : dense_type);
             else if (strstr(info->suffix, ".bias") != NULL)
                 add(l, name, n_in, n_out, 0.0f, 0.1f, BT_TYPE_F32);
             else if (lt == BT_LT_SINKS) /* logits */
@@ -302,7 +341,7 @@ static void list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_list_t
         }
     add(l, "output_norm.weight", e, 1, 1.0f, 0.1f, BT_TYPE_F32);
     if (!s->tied)
-        add_matrix(l, "output.weight", e, s->n_vocab, 1, type);
+        add_matrix(l, "output.weight", e, s->n_vocab, 1, embd_type);
 }
 
 uint64_t bt_synth_n_params(const bt_synth_shape_t *s)
@@ -356,19 +395,24 @@ static uint32_t file_type_of(uint32_t type)
 }
 
 
+/* "<arch>.<key>" in buf (96 bytes). */
+static const char *akey_buf(const char *arch, const char *key, char *buf)
+{
+    snprintf(buf, 96, "%s.%s", arch, key);
+    return buf;
+}
+
 /* Sets "<arch>.<key>" (u32 or f32). */
 static bt_status_t set_arch_u32(bt_gguf_writer_t *w, const char *arch, const char *key, int v)
 {
     char k[96];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    return bt_gguf_writer_set_u32(w, k, (uint32_t)v);
+    return bt_gguf_writer_set_u32(w, akey_buf(arch, key, k), (uint32_t)v);
 }
 
 static bt_status_t set_arch_f32(bt_gguf_writer_t *w, const char *arch, const char *key, float v)
 {
     char k[96];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    return bt_gguf_writer_set_f32(w, k, v);
+    return bt_gguf_writer_set_f32(w, akey_buf(arch, key, k), v);
 }
 
 /* The keys, in the order llama files have always had them; key_length,
@@ -381,6 +425,7 @@ static bt_status_t write_metadata(bt_gguf_writer_t *w, const bt_synth_shape_t *s
     snprintf(name, sizeof name, "baton synthetic %s %s seed %llu", s->name,
              bt_type_info(type)->name, (unsigned long long)seed);
     const char *a = s->arch;
+    char k[96];
     const int n_rot = s->n_rot > 0 ? s->n_rot : bt_synth_head_dim(s);
     bt_status_t st;
     if ((st = bt_gguf_writer_set_str(w, "general.architecture", a)) ||
@@ -404,6 +449,11 @@ static bt_status_t write_metadata(bt_gguf_writer_t *w, const bt_synth_shape_t *s
                             (st = set_arch_u32(w, a, "attention.value_length", s->head_dim))))
         return st;
     if (s->n_swa > 0 && (st = set_arch_u32(w, a, "attention.sliding_window", s->n_swa)))
+        return st;
+    if (s->yarn_factor > 0.0f &&
+        ((st = bt_gguf_writer_set_str(w, akey_buf(a, "rope.scaling.type", k), "yarn")) ||
+         (st = set_arch_f32(w, a, "rope.scaling.factor", s->yarn_factor)) ||
+         (st = set_arch_u32(w, a, "rope.scaling.original_context_length", s->yarn_orig))))
         return st;
     if ((st = set_arch_u32(w, a, "rope.dimension_count", n_rot)) ||
         (st = set_arch_f32(w, a, "rope.freq_base", s->rope_base)) ||

@@ -35,6 +35,8 @@ typedef struct bt_synth_shape {
     int n_expert, n_expert_used; /* > 0: experts instead of a dense FFN (families with
                                   * arch.h's moe), each token through n_expert_used */
     int n_ff_exp;       /* an expert's hidden size (<arch>.expert_feed_forward_length) */
+    float yarn_factor;  /* > 0: YaRN rope scaling by this factor (families with arch.h's yarn) */
+    int yarn_orig;      /* ... from this original context */
     int rope_freqs_ctx; /* > 0: a rope_freqs.weight tensor of Llama 3 factors (factor 8,
                          * low/high frequency factors 1 and 4) for this original context;
                          * families with arch.h's rope_freqs only */

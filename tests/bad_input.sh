@@ -174,7 +174,7 @@ fails 0 "cut-data.gguf: tensor '.*' ends at byte [0-9]+ but file has" "$bb" \
     -m "$tmp/cut-data.gguf" -p 8 -n 0 -r 1
 fails 2 "cut-data.gguf: tensor '.*' ends at byte [0-9]+ but file has" "$b" \
     -m "$tmp/cut-data.gguf" --tokens 1
-fails 0 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3, gemma3\)" "$b" -m "$tmp/arch.gguf" --tokens 1
+fails 0 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss\)" "$b" -m "$tmp/arch.gguf" --tokens 1
 fails 2 "head_count 4 is not a multiple of head_count_kv 3" "$b" -m "$tmp/heads-kv.gguf" --tokens 1
 fails 0 "embedding_length 64 is not a multiple of head_count 3" "$bb" -m "$tmp/heads.gguf" \
     -p 8 -n 0 -r 1
@@ -368,7 +368,7 @@ fails 2 "q2-key.gguf: key 'qwen2.attention.logit_softcapping' is not supported f
     "$b" -m "$tmp/q2-key.gguf" --tokens 1,2
 fails 2 "q2-yarn.gguf: qwen2.rope.scaling.type = 'yarn' is not supported" \
     "$bb" -m "$tmp/q2-yarn.gguf" -p 8 -n 0 -r 1
-fails 2 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3, gemma3\)" \
+fails 2 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss\)" \
     "$b" -m "$tmp/arch.gguf" --tokens 1
 
 # ---- ranks: more than layers, -ts, different files ----
@@ -465,7 +465,7 @@ usage_exit() {
     fi
     rm -f "$tmp/x.gguf"
 }
-fails 0 "^error: unknown architecture 'nope' \(known: llama, qwen2, qwen3, gemma3\)" \
+fails 0 "^error: unknown architecture 'nope' \(known: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss\)" \
     "$mk" --arch nope -o "$tmp/x.gguf"
 usage_exit
 fails 0 "^error: mkmodel: head dim 33 must be even" "$mk" --arch qwen3 --head-dim 33 \
