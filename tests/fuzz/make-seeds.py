@@ -210,6 +210,11 @@ MODELS = {
     "model-qwen3-hd32.gguf": ["--arch", "qwen3", "--type", "q4_0", "--head-dim", "32"],
     "model-gemma3-2l-swa1.gguf": ["--arch", "gemma3", "--type", "q8_0", "--n-layer", "2",
                                   "--swa", "1"],
+    # experts: routed rows, 3-D tensors, MXFP4, gpt-oss's sinks, biases and YaRN
+    "model-qwen3moe-q8_0.gguf": ["--arch", "qwen3moe", "--type", "q8_0", "--n-expert", "4",
+                                 "--n-expert-used", "2", "--n-ff-exp", "32"],
+    "model-gptoss-mxfp4.gguf": ["--arch", "gpt-oss", "--type", "mxfp4", "--n-expert", "4",
+                                "--n-expert-used", "2", "--n-ff-exp", "32", "--swa", "2"],
 }
 
 
