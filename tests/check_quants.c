@@ -902,6 +902,9 @@ static void matmul_cases(uint32_t type)
 
 START_TEST(test_matmul) { matmul_cases(q_types[_i]); }
 END_TEST
+/* MXFP4 (no quantizer bound to test, so not in q_types): the same products */
+START_TEST(test_matmul_mxfp4) { matmul_cases(BT_TYPE_MXFP4); }
+END_TEST
 
 /* Q8_0's exact paths are in check_kernels; here for the 8-bit path */
 START_TEST(test_matmul_q8_0) { matmul_cases(BT_TYPE_Q8_0); }
@@ -914,8 +917,10 @@ END_TEST
  * sequence per output in both builds: packed (as a pipeline gives it) or
  * not, the avx512 and avx2 builds give the same bits. */
 
-static const uint32_t isa_types[] = {BT_TYPE_F32,  BT_TYPE_F16,  BT_TYPE_BF16, BT_TYPE_Q4_0,
-                                     BT_TYPE_Q4_1, BT_TYPE_Q8_0, BT_TYPE_Q4_K, BT_TYPE_Q6_K};
+static const uint32_t isa_types[] = {BT_TYPE_F32,  BT_TYPE_F16,  BT_TYPE_BF16,
+                                     BT_TYPE_Q4_0, BT_TYPE_Q4_1, BT_TYPE_Q5_0,
+                                     BT_TYPE_Q8_0, BT_TYPE_Q4_K, BT_TYPE_Q6_K,
+                                     BT_TYPE_MXFP4};
 #define N_ISA_TYPES ((int)(sizeof isa_types / sizeof isa_types[0]))
 
 /* out = W x with the cpu ops of isa, from packed weights or the blocks */
@@ -1071,6 +1076,7 @@ static Suite *quants_suite(void)
     tc = tcase_create("matmul");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_matmul, 0, N_Q_TYPES);
+    tcase_add_test(tc, test_matmul_mxfp4);
     tcase_add_test(tc, test_matmul_q8_0);
     suite_add_tcase(s, tc);
     tc = tcase_create("invariance");

@@ -18,7 +18,8 @@
  *
  * Weights, as unsigned bytes u = q + c where the format's value is
  * d_w * (u - c) (+ m for the formats with a minimum): c = 8 (Q4_0), 16
- * (Q5_0), 32 (Q6_K), 128 (Q8_0, whose signed q is flipped to q + 128), 0
+ * (Q5_0), 32 (Q6_K), 128 (Q8_0, whose signed q is flipped to q + 128), 12
+ * (MXFP4: q = twice the E2M1 value, d_w = 2^(e - 128); packed only), 0
  * (Q4_1, Q5_1, Q4_K, Q5_K). d_w and m are per 32 elements (a K format's
  * sub-block step and minimum), per 16 for Q6_K. For a block,
  *   y += d_w * d_x * (sum u * q_x - c * sum q_x) + m * d_x * sum q_x,
@@ -247,11 +248,17 @@ static inline __attribute__((always_inline)) wpair_t wpair(const uint8_t *row, i
 
 #endif /* BT_SIMD16_AVX512 */
 
-/* c, where the format's q is u - c: as a shift */
+/* c, where the format's q is u - c: as a shift (-1: none or not a power
+ * of two) and as a number */
 static inline int offset_shift(const uint32_t type)
 {
     return type == BT_TYPE_Q4_0 ? 3 : type == BT_TYPE_Q5_0 ? 4 : type == BT_TYPE_Q6_K ? 5
          : type == BT_TYPE_Q8_0 ? 7 : -1;
+}
+
+static inline int offset_c(const uint32_t type)
+{
+    return type == BT_TYPE_MXFP4 ? 12 : offset_shift(type) >= 0 ? 1 << offset_shift(type) : 0;
 }
 
 static inline bool has_min(const uint32_t type)
@@ -398,7 +405,8 @@ static int type_index(uint32_t type)
  *   byte formats (Q8_0: u = q + 128; Q5_0, Q5_1: u = the 5-bit q, 0..31;
  *     Q6_K: u = q, 0..63): 8 vectors, vector j = for each row its elements
  *     4j .. 4j + 3;
- * then the block's per-row scales: Q4_0, Q5_0 and Q8_0 16 f16 d; Q4_1 and
+ * then the block's per-row scales: Q4_0, Q5_0 and Q8_0 16 f16 d; MXFP4 16
+ * f32 2^(e - 128); Q4_1 and
  * Q5_1 16 f16 d, 16 f16 m; Q4_K 16 bytes of 6-bit scale, 16 of 6-bit min;
  * Q6_K 2 x 16 int8 scales (the two 16-element halves). The K formats put each
  * super-block's 16 f16 d (and Q4_K's 16 f16 dmin) before its 8 blocks.
@@ -414,6 +422,7 @@ static int packed_block_bytes(uint32_t type)
     case BT_TYPE_Q5_0: return 8 * 64 + 32;
     case BT_TYPE_Q5_1: return 8 * 64 + 64;
     case BT_TYPE_Q8_0: return 8 * 64 + 32;
+    case BT_TYPE_MXFP4: return 8 * 64 + 64;
     case BT_TYPE_Q4_K: return 4 * 64 + 32;
     case BT_TYPE_Q6_K: return 8 * 64 + 32;
     default: return 0;
@@ -424,7 +433,7 @@ static int packed_block_bytes(uint32_t type)
 static inline bool packed_bytes_fmt(uint32_t type)
 {
     return type == BT_TYPE_Q8_0 || type == BT_TYPE_Q6_K || type == BT_TYPE_Q5_0 ||
-           type == BT_TYPE_Q5_1;
+           type == BT_TYPE_Q5_1 || type == BT_TYPE_MXFP4;
 }
 
 /* Bytes per panel before each super-block of 8 blocks (K formats). */
@@ -445,7 +454,7 @@ static size_t panel_bytes(uint32_t type, int64_t nb)
 bool bt_cpu_q8_supports(uint32_t type, int64_t n_in)
 {
 #ifdef BT_SIMD16_AVX512
-    const bool ok = type_index(type) >= 0;
+    const bool ok = type_index(type) >= 0 || packed_block_bytes(type) > 0;
 #else
     const bool ok = packed_block_bytes(type) > 0;
 #endif
@@ -464,6 +473,11 @@ static uint8_t element_u(const uint8_t *row, uint32_t type, int64_t b, int k)
 {
     switch (type) {
     case BT_TYPE_Q8_0: return (uint8_t)(((const bt_block_q8_0_t *)row)[b].qs[k] ^ 0x80);
+    case BT_TYPE_MXFP4: { /* twice the E2M1 value, plus 12 */
+        const bt_block_mxfp4_t *m = (const bt_block_mxfp4_t *)row + b;
+        const int c = k < 16 ? m->qs[k] & 0xf : m->qs[k - 16] >> 4;
+        return (uint8_t)(bt_mxfp4_values[c] + 12);
+    }
     case BT_TYPE_Q5_0:
     case BT_TYPE_Q5_1: { /* the low nibble, and bit k of qh as 16 */
         const uint8_t *qs = type == BT_TYPE_Q5_1 ? ((const bt_block_q5_1_t *)row)[b].qs
@@ -529,6 +543,9 @@ static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
             case BT_TYPE_Q4_0: ((uint16_t *)sc)[r] = ((const bt_block_q4_0_t *)row)[b].d; break;
             case BT_TYPE_Q8_0: ((uint16_t *)sc)[r] = ((const bt_block_q8_0_t *)row)[b].d; break;
             case BT_TYPE_Q5_0: ((uint16_t *)sc)[r] = ((const bt_block_q5_0_t *)row)[b].d; break;
+            case BT_TYPE_MXFP4: /* 2^(e - 128), in f32 (beyond f16's range) */
+                ((float *)(void *)sc)[r] = ldexpf(1.0f, ((const bt_block_mxfp4_t *)row)[b].e - 128);
+                break;
             case BT_TYPE_Q5_1:
                 ((uint16_t *)sc)[r] = ((const bt_block_q5_1_t *)row)[b].d;
                 ((uint16_t *)sc)[16 + r] = ((const bt_block_q5_1_t *)row)[b].m;
@@ -574,7 +591,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
     const bool nib = !packed_bytes_fmt(type);
     const bool q6k = type == BT_TYPE_Q6_K;
     const int pb = packed_block_bytes(type), sb = packed_super_bytes(type), nv = nib ? 4 : 8;
-    const int sh = offset_shift(type);
+    const int c = offset_c(type);
     v16f acc[Q8_PANEL_TOKENS], dsup = v16f_zero(), msup = v16f_zero();
     for (int t = 0; t < T; t++)
         acc[t] = v16f_zero();
@@ -586,16 +603,16 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
             pw += sb;
         }
         /* integer sums: per token one (two for Q6_K's halves), started at
-         * - c * the sum of q_x they cover (c = 2^sh, multiplied: a left
-         * shift of a negative sum is undefined in C) */
+         * - c * the sum of q_x they cover (multiplied: a left shift of a
+         * negative sum is undefined in C) */
         v16i s[Q8_PANEL_TOKENS], s2[Q8_PANEL_TOKENS];
         for (int t = 0; t < T; t++) {
             const size_t xb = (size_t)t * nb + b;
             if (q6k) {
-                s[t] = v16i_set1(-(xq.isum16[2 * xb] * (1 << sh)));
-                s2[t] = v16i_set1(-(xq.isum16[2 * xb + 1] * (1 << sh)));
+                s[t] = v16i_set1(-(xq.isum16[2 * xb] * c));
+                s2[t] = v16i_set1(-(xq.isum16[2 * xb + 1] * c));
             } else {
-                s[t] = v16i_set1(sh >= 0 ? -(xq.isum[xb] * (1 << sh)) : 0);
+                s[t] = v16i_set1(-(xq.isum[xb] * c));
             }
         }
         for (int j = 0; j < nv; j++) {
@@ -628,6 +645,8 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
         } else if (q6k) {
             dw = v16f_mul(dsup, v16f_from_i8(sc));
             dw2 = v16f_mul(dsup, v16f_from_i8(sc + 16));
+        } else if (type == BT_TYPE_MXFP4) {
+            dw = v16f_load((const float *)(const void *)sc);
         } else {
             dw = v16f_load_f16(sc);
             if (has_min(type))
@@ -671,6 +690,7 @@ PANELS(Q4_1)
 PANELS(Q5_0)
 PANELS(Q5_1)
 PANELS(Q8_0)
+PANELS(MXFP4)
 PANELS(Q4_K)
 PANELS(Q6_K)
 
@@ -679,12 +699,13 @@ static const panel_fn *panels_for(uint32_t type)
     static const panel_fn q4_0[] = PANEL_ROW(Q4_0), q4_1[] = PANEL_ROW(Q4_1),
                           q5_0[] = PANEL_ROW(Q5_0), q5_1[] = PANEL_ROW(Q5_1),
                           q8_0[] = PANEL_ROW(Q8_0), q4_k[] = PANEL_ROW(Q4_K),
-                          q6_k[] = PANEL_ROW(Q6_K);
+                          q6_k[] = PANEL_ROW(Q6_K), mxfp4[] = PANEL_ROW(MXFP4);
     switch (type) {
     case BT_TYPE_Q4_0: return q4_0;
     case BT_TYPE_Q4_1: return q4_1;
     case BT_TYPE_Q5_0: return q5_0;
     case BT_TYPE_Q5_1: return q5_1;
+    case BT_TYPE_MXFP4: return mxfp4;
     case BT_TYPE_Q4_K: return q4_k;
     case BT_TYPE_Q6_K: return q6_k;
     default: return q8_0;
@@ -701,7 +722,8 @@ static void q8_share(float *restrict out, const bt_matrix_t *w, const float *res
 {
     const int64_t n_in = w->n_in, n_out = w->n_out, nb = n_in / 32;
 #ifdef BT_SIMD16_AVX512
-    const bool panel = w->packed != NULL; /* else the direct path */
+    /* else the direct path, for the formats that have one */
+    const bool panel = w->packed != NULL || type_index(w->type) < 0;
 #else
     const bool panel = true; /* unpacked weights: packed here, a panel at a time */
 #endif
