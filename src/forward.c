@@ -97,14 +97,14 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
         f->gather = malloc(mt * sizeof(int));
         f->xg = malloc(mt * hp->n_embd * sizeof(float));
         f->y_exp = malloc(mt * k * hp->n_embd * sizeof(float));
-        if (!f->route || !f->sel || !f->sel_w || !f->gather || !f->xg || !f->y_exp)
-            f->up = (free(f->up), NULL); /* reported below */
     }
+    const bool moe_ok = hp->n_expert == 0 || (f->route && f->sel && f->sel_w && f->gather &&
+                                              f->xg && f->y_exp);
     f->rows = malloc(mt * sizeof *f->rows);
     f->runs = malloc(mt * sizeof *f->runs);
     f->slot_next = malloc((size_t)n_slot * sizeof *f->slot_next);
     if (!f->scratch.buf || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->o || !f->gate ||
-        !f->up || !f->rows || !f->runs || !f->slot_next) {
+        !f->up || !f->rows || !f->runs || !f->slot_next || !moe_ok) {
         bt_log_error("forward: cannot allocate %zu bytes of activations for %d tokens", bytes,
                      max_tok);
         st = BT_ERR_NOMEM;
