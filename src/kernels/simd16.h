@@ -115,7 +115,16 @@ S16 v16i v16i_nib_hi(v16i a)
  * of x in each lane (exact); _small: u < 128 (the same result). */
 S16 v16i v16i_dot(v16i acc, v16i u, v16i x) { return _mm512_dpbusd_epi32(acc, u, x); }
 S16 v16i v16i_dot_small(v16i acc, v16i u, v16i x) { return _mm512_dpbusd_epi32(acc, u, x); }
-S16 int32_t v16i_hsum(v16i a) { return _mm512_reduce_add_epi32(a); }
+/* Vector adds, which wrap (GCC's _mm512_reduce_add_epi32 adds in scalar
+ * int, undefined on overflow: lanes of INT_MIN from a NaN activation). */
+S16 int32_t v16i_hsum(v16i a)
+{
+    const __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(h);
+}
 /* The 16 lanes (each in -128..127) as bytes to p. */
 S16 void v16i_store_i8(void *p, v16i a)
 {
