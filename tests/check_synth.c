@@ -358,7 +358,9 @@ START_TEST(test_named_shapes)
         /* own family = asking for it */
         bt_synth_shape_t t;
         ck_assert_int_eq(bt_synth_shape_arch(w->name, w->arch, &t), BT_OK);
-        ck_assert(s.name == t.name && s.arch == t.arch && s.n_embd == t.n_embd &&
+        ck_assert_str_eq(s.name, t.name); /* strings: equal literals need not share */
+        ck_assert_str_eq(s.arch, t.arch);
+        ck_assert(s.n_embd == t.n_embd &&
                   s.n_layer == t.n_layer && s.n_ff == t.n_ff && s.head_dim == t.head_dim &&
                   s.n_swa == t.n_swa && s.n_expert == t.n_expert &&
                   s.n_expert_used == t.n_expert_used && s.n_ff_exp == t.n_ff_exp &&
