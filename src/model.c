@@ -782,26 +782,42 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
 
 /* The bound matrices the ops multiply with (the head's, tied or not, but
  * not the embedding's rows, which are looked up): how many, and the i-th. */
+enum { LAYER_MATRICES = 10 }; /* q, k, v, o, gate, up, down, the three expert tensors */
+
 static int n_bound_matrices(const bt_model_t *m)
 {
-    return 7 * (m->last - m->first) + (m->with_head ? 1 : 0);
+    return LAYER_MATRICES * (m->last - m->first) + (m->with_head ? 1 : 0);
 }
 
-static bt_matrix_t *bound_matrix(bt_model_t *m, int i)
+/* The i-th bound matrix and how many matrices it holds (n_expert for an
+ * expert tensor, each packed at bt_expert_packed_stride). */
+static bt_matrix_t *bound_matrix(bt_model_t *m, int i, int *n_mat)
 {
-    if (i == 7 * (m->last - m->first))
+    *n_mat = 1;
+    if (i == LAYER_MATRICES * (m->last - m->first))
         return &m->output;
-    bt_layer_t *l = &m->layers[i / 7];
-    bt_matrix_t *all[7] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
-    return all[i % 7];
+    bt_layer_t *l = &m->layers[i / LAYER_MATRICES];
+    bt_matrix_t *all[LAYER_MATRICES] = {&l->wq,        &l->wk,        &l->wv,       &l->wo,
+                                        &l->w_gate,    &l->w_up,      &l->w_down,   &l->gate_exps,
+                                        &l->up_exps,   &l->down_exps};
+    if (i % LAYER_MATRICES >= 7)
+        *n_mat = m->hp.n_expert;
+    return all[i % LAYER_MATRICES];
+}
+
+/* Packed bytes of bound matrix i (0: absent, or no packed layout). */
+static size_t packed_bytes(bt_model_t *m, int i)
+{
+    int n_mat;
+    const bt_matrix_t *w = bound_matrix(m, i, &n_mat);
+    return w->data != NULL ? bt_expert_packed_stride(w) * (size_t)n_mat : 0;
 }
 
 uint64_t bt_model_pack_bytes(bt_model_t *m)
 {
     uint64_t total = 0;
     for (int i = 0; i < n_bound_matrices(m); i++)
-        if (bound_matrix(m, i)->data != NULL) /* a layer with experts has no gate/up/down */
-            total += (bt_pack_bytes(bound_matrix(m, i)) + 63) / 64 * 64;
+        total += packed_bytes(m, i);
     return total;
 }
 
@@ -821,17 +837,21 @@ bt_status_t bt_model_pack(bt_model_t *m)
     }
     m->packed_copy = buf;
     for (int i = 0; i < n_bound_matrices(m); i++) {
-        bt_matrix_t *w = bound_matrix(m, i);
-        const size_t bytes = w->data != NULL ? (bt_pack_bytes(w) + 63) / 64 * 64 : 0;
+        int n_mat;
+        bt_matrix_t *w = bound_matrix(m, i, &n_mat);
+        const size_t bytes = packed_bytes(m, i);
         if (bytes == 0)
             continue;
-        bt_pack(w, buf);
+        for (int e = 0; e < n_mat; e++) { /* experts one after another */
+            const bt_matrix_t x = bt_expert(w, e);
+            bt_pack(&x, buf + (size_t)e * bt_expert_packed_stride(w));
+        }
         w->packed = buf;
         buf += bytes;
         m->packed_bytes += bytes;
         char *lo;
         size_t len;
-        page_range(w->data, w->row_bytes * (size_t)w->n_out, &lo, &len);
+        page_range(w->data, w->row_bytes * (size_t)w->n_out * (size_t)n_mat, &lo, &len);
         if (m->weights_copy == NULL && len > 0) /* mapped: the file's pages are not needed now */
             madvise(lo, len, MADV_DONTNEED);
     }

@@ -137,12 +137,23 @@ void bt_model_file_stats(const bt_model_t *m, uint64_t *bytes, uint64_t *params)
 /* Name of a general.file_type value ("F32", "Q8_0", ...), "unknown" else. */
 const char *bt_ftype_name(uint32_t file_type);
 
-/* Expert e of a 3-D expert tensor bound as its first matrix. */
+/* Bytes between two experts' packed copies (bt_model_pack). */
+static inline size_t bt_expert_packed_stride(const bt_matrix_t *m)
+{
+    bt_matrix_t x = *m;
+    x.packed = NULL;
+    return (bt_pack_bytes(&x) + 63) / 64 * 64;
+}
+
+/* Expert e of a 3-D expert tensor bound as its first matrix (with its
+ * packed copy where the tensor has them). */
 static inline bt_matrix_t bt_expert(const bt_matrix_t *m, int e)
 {
     bt_matrix_t x = *m;
     x.data = (const uint8_t *)m->data + (size_t)e * (size_t)m->n_out * m->row_bytes;
-    x.packed = NULL;
+    x.packed = m->packed != NULL
+                   ? (const uint8_t *)m->packed + (size_t)e * bt_expert_packed_stride(m)
+                   : NULL;
     return x;
 }
 
