@@ -584,7 +584,8 @@ static __attribute__((noinline)) double exp_sum(float *restrict score, int n, fl
     v16f mv = v16f_set1(sink);
     for (int j = 0; j < n; j += 16)
         mv = v16f_max(mv, v16f_load_n(score + j, n - j < 16 ? n - j : 16, -INFINITY));
-    const v16f mx = v16f_set1(v16f_hmax(mv));
+    const float top = v16f_hmax(mv);
+    const v16f mx = v16f_set1(top);
     v16d sum = v16d_zero();
     for (int j = 0; j < n; j += 16) {
         const int m = n - j < 16 ? n - j : 16;
@@ -592,7 +593,7 @@ static __attribute__((noinline)) double exp_sum(float *restrict score, int n, fl
         v16f_store_n(score + j, e, m);
         sum = v16d_add_f(sum, e);
     }
-    return v16d_sum(sum) + (double)expf(sink - v16f_hmax(mx));
+    return v16d_sum(sum) + (double)expf(sink - top);
 #else
     float max = sink;
     for (int j = 0; j < n; j++)

@@ -4,7 +4,7 @@
  * Kernels know nothing of files, models, MPI or stages. Each op exists as
  * a plain scalar reference (bt_ops_ref) and a fast path (bt_ops_exact:
  * SIMD + OpenMP, the same math). bt_ops_cpu is bt_ops_exact except that
- * the quantized formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)
+ * the quantized formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4)
  * multiply against activations quantized to 8 bits per 32 elements, as
  * llama.cpp does (within a stated bound of the exact product, cpu_q8.c),
  * and F32/F16/BF16 weights sum each output as one FMA chain over panels of
