@@ -13,6 +13,7 @@
 #ifndef BT_COMMON_H
 #define BT_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,8 +82,15 @@ static inline int bt_add_u64(uint64_t a, uint64_t b, uint64_t *out)
 }
 
 /* Memory the kernel says can be allocated without swapping
- * (MemAvailable in /proc/meminfo), in bytes; 0 when unknown. */
+ * (MemAvailable in /proc/meminfo), in bytes; 0 when unknown. The
+ * environment variable BATON_MEM_AVAILABLE (bytes, or a number with K, M,
+ * G or T: binary units) replaces it: to keep memory back for something
+ * else on the node, or to test what baton does on a smaller one. */
 uint64_t bt_mem_available(void);
+
+/* BATON_MEM_AVAILABLE: true with *bytes its value (0 when unset), or false
+ * with the reason in why when it is not a size. */
+bool bt_mem_from_env(uint64_t *bytes, char *why, size_t why_size);
 
 /* BT_ERR_NOMEM with one message naming what, the bytes needed and the bytes
  * available, when need exceeds what bt_mem_available() reports. */

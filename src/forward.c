@@ -7,11 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t scratch_per_thread(const bt_model_t *m, int n_ctx)
-{
-    int64_t n_in = bt_model_max_n_in(m);
-    return bt_scratch_floats(n_in, n_ctx);
-}
 
 /* The FFN's widest hidden size: the dense one or an expert's. */
 static size_t ff_width(const bt_hparams_t *hp)
@@ -28,20 +23,33 @@ static size_t moe_floats(const bt_hparams_t *hp)
     return (size_t)hp->n_expert + 2 * k + 1 + (size_t)hp->n_embd * (1 + k); /* ints as floats */
 }
 
-size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int n_slot, int max_tok, int n_threads,
-                        uint32_t kv_type)
+/* Activations, scratch and row lists: everything but the KV cache. */
+static size_t buffer_bytes(const bt_hparams_t *hp, int64_t n_in, int n_ctx, int n_slot,
+                           int max_tok, int n_threads)
 {
-    const bt_hparams_t *hp = &m->hp;
     size_t q_dim = (size_t)hp->n_head * hp->head_dim;
     size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
     size_t act = (size_t)max_tok * (2 * (size_t)hp->n_embd + 2 * q_dim + 2 * kv_dim +
                                     2 * ff_width(hp) + moe_floats(hp));
-    size_t scratch = (size_t)n_threads * scratch_per_thread(m, n_ctx);
+    size_t scratch = (size_t)n_threads * bt_scratch_floats(n_in, n_ctx);
     size_t rows = (size_t)max_tok * (sizeof(bt_row_t) + sizeof(bt_run_t)) +
                   (size_t)n_slot * sizeof(int);
-    return (act + scratch) * sizeof(float) + rows +
+    return (act + scratch) * sizeof(float) + rows;
+}
+
+size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int n_slot, int max_tok, int n_threads,
+                        uint32_t kv_type)
+{
+    const bt_hparams_t *hp = &m->hp;
+    return buffer_bytes(hp, bt_model_max_n_in(m), n_ctx, n_slot, max_tok, n_threads) +
            bt_kv_cache_bytes(m->last - m->first, n_slot, n_ctx, hp->n_head_kv * hp->head_dim,
                              kv_type);
+}
+
+size_t bt_forward_buffer_bytes(const bt_hparams_t *hp, int n_ctx, int n_slot, int max_tok,
+                               int n_threads)
+{
+    return buffer_bytes(hp, bt_hparams_max_n_in(hp), n_ctx, n_slot, max_tok, n_threads);
 }
 
 bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx, int n_slot,
@@ -79,7 +87,7 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
     const size_t q_dim = (size_t)hp->n_head * hp->head_dim;
     const size_t mt = (size_t)max_tok;
     f->scratch.n_threads = n_threads;
-    f->scratch.per_thread = scratch_per_thread(m, n_ctx);
+    f->scratch.per_thread = bt_scratch_floats(bt_model_max_n_in(m), n_ctx);
     f->scratch.buf = malloc(f->scratch.per_thread * n_threads * sizeof(float));
     f->xn = malloc(mt * hp->n_embd * sizeof(float));
     f->q = malloc(mt * q_dim * sizeof(float));

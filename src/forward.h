@@ -70,6 +70,11 @@ typedef struct bt_forward {
 size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int n_slot, int max_tok, int n_threads,
                         uint32_t kv_type);
 
+/* The same for a stage that holds layers, without its KV cache (which is
+ * bt_kv_cache_bytes per layer): known before any tensor is bound. */
+size_t bt_forward_buffer_bytes(const bt_hparams_t *hp, int n_ctx, int n_slot, int max_tok,
+                               int n_threads);
+
 /* Allocates buffers for micro-batches of up to max_tok rows and a cache of
  * n_slot sequences of n_ctx positions holding BT_TYPE_F32 or BT_TYPE_F16
  * elements. The model must outlive the forward. */

@@ -858,6 +858,57 @@ bt_status_t bt_model_pack(bt_model_t *m)
     return st;
 }
 
+/* The kinds bt_model_pack packs (bound_matrix's list). */
+static bool packed_kind(int kind)
+{
+    switch (kind) {
+    case BT_LT_Q: case BT_LT_K: case BT_LT_V: case BT_LT_O: case BT_LT_GATE: case BT_LT_UP:
+    case BT_LT_DOWN: case BT_LT_GATE_EXPS: case BT_LT_UP_EXPS: case BT_LT_DOWN_EXPS:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Bytes a tensor holds while it runs: its file bytes, or its packed copy
+ * (the mapped pages dropped), or both when read in and packed. */
+static uint64_t held_bytes(const bt_gguf_tensor_t *t, bool matrix, bool packed, bool read_in)
+{
+    if (!matrix || !packed)
+        return t->n_bytes;
+    const bt_matrix_t x = matrix_of(t);
+    const uint64_t pack = (uint64_t)bt_expert_packed_stride(&x) * (t->n_dims > 2 ? t->ne[2] : 1);
+    return pack == 0 ? t->n_bytes : pack + (read_in ? t->n_bytes : 0);
+}
+
+void bt_model_memory(const bt_model_t *m, bool packed, bool read_in, uint64_t *layer,
+                     uint64_t *embed, uint64_t *head, uint64_t *every)
+{
+    const bt_gguf_t *g = m->gguf;
+    const bt_arch_t *a = m->hp.arch;
+    const uint32_t allowed = bt_arch_layer_bits(a, m->hp.n_expert > 0) | a->layer_optional;
+    const bool tied = bt_gguf_find_tensor(g, "output.weight") == NULL;
+    memset(layer, 0, sizeof *layer * (size_t)m->hp.n_layer);
+    *embed = *head = *every = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const bt_gguf_tensor_t *t = &g->tensors[i];
+        int il = 0, kind = layer_tensor_kind(a, allowed, t->name, &il);
+        if (kind >= 0 && il < m->hp.n_layer) {
+            layer[il] += held_bytes(t, packed_kind(kind), packed, read_in);
+        } else if (bt_gguf_str_eq(t->name, "token_embd.weight")) {
+            *embed += t->n_bytes; /* rows looked up, never packed */
+            if (tied)
+                *head += held_bytes(t, true, packed, read_in);
+        } else if (bt_gguf_str_eq(t->name, "output.weight")) {
+            *head += held_bytes(t, true, packed, read_in);
+        } else if (bt_gguf_str_eq(t->name, "output_norm.weight")) {
+            *head += t->n_bytes;
+        } else {
+            *every += t->n_bytes; /* rope_freqs.weight: bound with the layers */
+        }
+    }
+}
+
 void bt_model_free(bt_model_t *m)
 {
     if (m == NULL)
@@ -869,16 +920,17 @@ void bt_model_free(bt_model_t *m)
     free(m);
 }
 
+int64_t bt_hparams_max_n_in(const bt_hparams_t *hp)
+{
+    int64_t n = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim;
+    n = hp->n_ff > n ? hp->n_ff : n;
+    n = hp->n_ff_exp > n ? hp->n_ff_exp : n;
+    return q_dim > n ? q_dim : n;
+}
+
 int64_t bt_model_max_n_in(const bt_model_t *m)
 {
-    int64_t q_dim = (int64_t)m->hp.n_head * m->hp.head_dim;
-    int64_t n = m->hp.n_embd;
-    if (m->last > m->first) {
-        n = m->hp.n_ff > n ? m->hp.n_ff : n;
-        n = m->hp.n_ff_exp > n ? m->hp.n_ff_exp : n;
-        n = q_dim > n ? q_dim : n;
-    }
-    return n;
+    return m->last > m->first ? bt_hparams_max_n_in(&m->hp) : m->hp.n_embd;
 }
 
 void bt_model_file_stats(const bt_model_t *m, uint64_t *bytes, uint64_t *params)

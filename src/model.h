@@ -125,6 +125,15 @@ bt_status_t bt_model_pack(bt_model_t *m);
 /* The bytes bt_model_pack would allocate (0 if it would pack nothing). */
 uint64_t bt_model_pack_bytes(bt_model_t *m);
 
+/* What each part of the model holds in memory once bound, placed and (if
+ * packed) packed, from the file alone (no tensor bound): layer[n_layer]
+ * each layer's tensors, *embed the embedding table (first stage), *head
+ * the output norm and head (last stage; a tied head counts the table
+ * again, packed), *every what every stage binds (rope factors). packed:
+ * bt_model_pack will run (the cpu kernels); read_in: --mmap 0. */
+void bt_model_memory(const bt_model_t *m, bool packed, bool read_in, uint64_t *layer,
+                     uint64_t *embed, uint64_t *head, uint64_t *every);
+
 /* bt_model_open + bt_model_bind. */
 bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed, bool with_head,
                           bt_model_t **out);
@@ -159,5 +168,8 @@ static inline bt_matrix_t bt_expert(const bt_matrix_t *m, int e)
 
 /* Largest n_in of any bound matrix (sizes the matmul scratch). */
 int64_t bt_model_max_n_in(const bt_model_t *m);
+
+/* Largest n_in of any matrix of a stage that holds layers. */
+int64_t bt_hparams_max_n_in(const bt_hparams_t *hp);
 
 #endif /* BT_MODEL_H */

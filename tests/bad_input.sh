@@ -187,9 +187,9 @@ fails 0 "no output file" "$mk"
 fails 0 "--ctx-size: 0 is out of range" "$b" -m "$m" --tokens 1 -c 0
 mem_kb=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo)
 if [ -n "$mem_kb" ] && [ "$mem_kb" -lt 400000000 ]; then # the runs below need ~500 GB a rank
-    fails 0 "the KV cache and buffers \(16000000 positions, micro-batch 1\) needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
+    fails 0 "the model does not fit in memory \(layers 0-[0-9]+\): it needs [0-9.]+ MiB for the weights, the KV cache \(16000000 positions\) and buffers \(micro-batch 1, [0-9]+ threads\); node '[^']+' \(rank 0\) needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
         "$b" -m "$tmp/wide.gguf" --tokens 1 -n 1 -c 16000000
-    fails 2 "of the 2 ranks on this node .* needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
+    fails 2 "no split of [0-9]+ layers over 2 ranks fits in memory; balanced by compute \(layers [-0-9 |]+\): the ranks need [0-9.]+ \| [0-9.]+ MiB for .*; node '[^']+' \(ranks 0-1\) needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
         "$b" -m "$tmp/wide.gguf" --tokens 1 -n 1 -c 16000000
     fails 2 "needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
         "$bb" -m "$tmp/wide.gguf" -p 16000000 -n 0 -r 1
@@ -236,13 +236,20 @@ if [ "$mem_what" = ok ]; then
     else
         bad "1 rank, $mem_ctx positions (70% of ${mem_avail} MiB) refused"; cat "$tmp/err"
     fi
-    fails 2 "of the 2 ranks on this node \($mem_ctx positions.* needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
+    fails 2 "no split of 2 layers over 2 ranks fits in memory.* the KV cache \($mem_ctx positions\).*\(ranks 0-1\) needs [0-9.]+ MiB but only [0-9.]+ MiB of memory is available" \
         "$b" "${mem_args[@]}" -c "$mem_ctx"
 elif [ "$mem_what" = skip ]; then
     echo "SKIP: node memory sum of 2 ranks: ${mem_plan#skip }"
 else
     bad "node memory sum: cannot size the context: $mem_plan"
 fi
+# BATON_MEM_AVAILABLE stands for the node's memory: a node too small for
+# any split is refused with the need per rank; a malformed value is named
+fails 2 "no split of 2 layers over 2 ranks fits in memory; balanced by compute \(layers 0-0 \| 1-1\): the ranks need [0-9.]+ \| [0-9.]+ MiB .*\(ranks 0-1\) needs [0-9.]+ MiB but only 0.1 MiB of memory is available" env BATON_MEM_AVAILABLE=100K \
+    "$b" -m "$mem_m" --tokens 1 -n 1
+fails 0 "the model does not fit in memory" env BATON_MEM_AVAILABLE=100K "$bb" -m "$mem_m" -p 8 -n 0 -r 1
+fails 2 "BATON_MEM_AVAILABLE='12Q' is not a size" env BATON_MEM_AVAILABLE=12Q "$b" -m "$mem_m" --tokens 1 -n 1
+fails 0 "BATON_MEM_AVAILABLE='-5' is not a size" env BATON_MEM_AVAILABLE=-5 "$b" -m "$mem_m" --tokens 1 -n 1
 fails 0 "--ctx-size 4 is smaller than the prompt \(9\) plus -n \(1\)" "$b" -m "$m" \
     --tokens 1,2,3,4,5,6,7,8,9 -n 1 -c 4
 if [ -n "$smollm2" ] && [ -f "$smollm2" ]; then

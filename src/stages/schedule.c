@@ -60,76 +60,143 @@ static bt_stage_costs_t stage_costs(const bt_hparams_t *hp, double head_share)
     };
 }
 
-static bt_status_t partition(bt_pipe_t *p, const bt_pipe_config_t *cfg)
+/* Where this rank runs: the rank that leads its node (the lowest there),
+ * the memory available on the node (measured once, by the leader) and
+ * the host name. */
+typedef struct node_info {
+    int leader;
+    uint64_t avail;
+    char name[64];
+} node_info_t;
+
+static node_info_t this_node(MPI_Comm comm)
 {
+    node_info_t me = {0};
+    MPI_Comm_rank(comm, &me.leader);
+    MPI_Comm node;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        int node_rank;
+        MPI_Comm_rank(node, &node_rank);
+        me.avail = node_rank == 0 ? bt_mem_available() : 0;
+        MPI_Bcast(&me.leader, 1, MPI_INT, 0, node);
+        MPI_Bcast(&me.avail, 1, MPI_UINT64_T, 0, node);
+        MPI_Comm_free(&node);
+    } else {
+        me.avail = bt_mem_available();
+    }
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    snprintf(me.name, sizeof me.name, "%.*s", len, name);
+    return me;
+}
+
+/* Rank 0: the memory model of bt_pipe_init's run (partition.h): per layer
+ * its weights as they will be held and its KV cache; the first stage's
+ * embedding table; the last stage's head and logits; on every rank the
+ * buffers, the transport's message slots and the trace. layer_bytes has
+ * n_layer entries. */
+static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx,
+                                     uint64_t *layer_bytes, char *what, size_t what_size)
+{
+    const bt_hparams_t *hp = &p->model->hp;
+    bt_stage_costs_t c = stage_costs(hp, cfg->head_share);
+    uint64_t every;
+    bt_model_memory(p->model, cfg->ops == &bt_ops_cpu, cfg->no_mmap, layer_bytes, &c.embed_bytes,
+                    &c.head_bytes, &every);
+    const uint64_t kv = bt_kv_cache_bytes(1, p->n_slots, n_ctx, hp->n_head_kv * hp->head_dim,
+                                          cfg->kv_type);
+    for (int l = 0; l < hp->n_layer; l++)
+        layer_bytes[l] += kv;
+    c.layer_bytes = layer_bytes;
+    c.head_bytes += (uint64_t)p->logit_rows * (uint64_t)hp->n_vocab * sizeof(float);
+    const uint64_t msg = bt_act_bytes(cfg->max_tok, hp->n_embd);
+    c.rank_bytes = every +
+                   bt_forward_buffer_bytes(hp, n_ctx, p->n_slots, cfg->max_tok, cfg->n_threads) +
+                   BT_TRANSPORT_SLOTS * ((msg + 63) / 64 * 64) +
+                   (uint64_t)(cfg->trace_events > 0 ? cfg->trace_events : 0) * sizeof(bt_event_t);
+    char ctx[64];
+    if (p->n_slots > 1)
+        snprintf(ctx, sizeof ctx, "%d slots x %d positions", p->n_slots, n_ctx);
+    else
+        snprintf(ctx, sizeof ctx, "%d positions", n_ctx);
+    snprintf(what, what_size, "the weights%s, the KV cache (%s) and buffers (micro-batch %d, "
+             "%d threads)", cfg->no_mmap ? " (read in)" : "", ctx, cfg->max_tok, cfg->n_threads);
+    c.what = what;
+    return c;
+}
+
+/* -v: each stage's layers, compute and memory; each node's need and what
+ * it has (the figures a test sizes a context by). */
+static void log_split(const bt_pipe_t *p, const bt_stage_costs_t *c, const bt_nodes_t *nd)
+{
+    double total = 0.0;
+    for (int s = 0; s < p->n_stages; s++)
+        total += bt_stage_compute(c, p->bounds, p->n_stages, s);
+    for (int s = 0; s < p->n_stages; s++) {
+        const double comp = bt_stage_compute(c, p->bounds, p->n_stages, s);
+        bt_log_debug("stage %d (rank %d, node '%s'): layers %d-%d, %.1f M multiply-adds a token "
+                     "(%.1f%%), %.1f MiB", s, s, nd->name[nd->node[s]], p->bounds[s],
+                     p->bounds[s + 1] - 1, comp / 1e6, 100.0 * comp / total,
+                     (double)bt_stage_bytes(c, p->bounds, p->n_stages, s) / 1048576.0);
+    }
+    for (int n = 0; n < nd->n_nodes; n++) {
+        uint64_t need = 0;
+        int k = 0;
+        for (int s = 0; s < p->n_stages; s++)
+            if (nd->node[s] == n) {
+                need += bt_stage_bytes(c, p->bounds, p->n_stages, s);
+                k++;
+            }
+        bt_log_debug("memory: node '%s' (%d rank%s): %s need %.1f MiB of %.1f MiB available",
+                     nd->name[n], k, k > 1 ? "s" : "", c->what, (double)need / 1048576.0,
+                     (double)nd->avail[n] / 1048576.0);
+    }
+}
+
+/* Rank 0 splits the layers by compute within every node's memory and
+ * sends the bounds to all. */
+static bt_status_t partition(bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx)
+{
+    const int S = p->n_stages;
+    node_info_t me = this_node(p->comm);
+    node_info_t *all = p->rank == 0 ? malloc(sizeof *all * (size_t)S) : NULL;
+    MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, p->comm);
     bt_status_t st = BT_OK;
     if (p->rank == 0) {
-        bt_stage_costs_t c = stage_costs(&p->model->hp, cfg->head_share);
-        st = bt_partition(p->model->hp.n_layer, p->n_stages, cfg->ratios, cfg->n_ratios, &c,
-                          p->bounds);
+        const int n_layer = p->model->hp.n_layer;
+        uint64_t *layer_bytes = malloc(sizeof *layer_bytes * (size_t)n_layer);
+        int *node = malloc(sizeof *node * (size_t)S);
+        uint64_t *avail = malloc(sizeof *avail * (size_t)S);
+        const char **names = malloc(sizeof *names * (size_t)S);
+        if (all == NULL || layer_bytes == NULL || node == NULL || avail == NULL || names == NULL) {
+            st = BT_ERR_NOMEM;
+        } else {
+            bt_nodes_t nd = {0, node, avail, names};
+            for (int r = 0; r < S; r++) { /* nodes numbered in the order of their first rank */
+                node[r] = all[r].leader == r ? nd.n_nodes : node[all[r].leader];
+                if (all[r].leader == r) {
+                    avail[nd.n_nodes] = all[r].avail;
+                    names[nd.n_nodes++] = all[r].name;
+                }
+            }
+            char what[192];
+            bt_stage_costs_t c = stage_memory(p, cfg, n_ctx, layer_bytes, what, sizeof what);
+            st = bt_partition(n_layer, S, cfg->ratios, cfg->n_ratios, &c, &nd, p->bounds);
+            if (st == BT_OK)
+                log_split(p, &c, &nd);
+        }
+        free(layer_bytes);
+        free(node);
+        free(avail);
+        free(names);
+        free(all);
     }
     if ((st = bt_transport_agree(p->comm, st)))
         return st;
     MPI_Bcast(p->bounds, p->n_stages + 1, MPI_INT, 0, p->comm);
     return BT_OK;
-}
-
-/* Bytes this rank allocates for a run: KV cache, activations and scratch
- * (bt_forward_bytes), the last stage's logits, the transport's message
- * slots, the trace, and the bound weights when they are read into memory
- * (--mmap 0; mapped weights are page cache, which MemAvailable counts). */
-static uint64_t run_bytes(const bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx)
-{
-    const bt_hparams_t *hp = &p->model->hp;
-    uint64_t bytes = bt_forward_bytes(p->model, n_ctx, p->n_slots, cfg->max_tok,
-                                      cfg->n_threads, cfg->kv_type);
-    if (cfg->no_mmap)
-        bytes += p->model->weight_bytes;
-    if (cfg->ops == &bt_ops_cpu)
-        bytes += bt_model_pack_bytes(p->model);
-    if (p->last)
-        bytes += (uint64_t)p->logit_rows * (uint64_t)hp->n_vocab * sizeof(float);
-    uint64_t msg = bt_act_bytes(cfg->max_tok, hp->n_embd);
-    bytes += BT_TRANSPORT_SLOTS * ((msg + 63) / 64 * 64);
-    if (cfg->trace_events > 0)
-        bytes += (uint64_t)cfg->trace_events * sizeof(bt_event_t);
-    return bytes;
-}
-
-/* Before anything of the run is allocated (weights read in, cache,
- * buffers): the ranks that share this node
- * add up their run_bytes, and each compares the sum with the memory the
- * node has available, so a context too large for the node is refused with
- * the numbers instead of being met by the OOM killer half-way. Every rank
- * of a node fails alike; bt_transport_agree reports one of them. */
-static bt_status_t check_node_memory(const bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx)
-{
-    uint64_t mine = run_bytes(p, cfg, n_ctx), node_need = mine;
-    int node_ranks = 1;
-    MPI_Comm node;
-    if (MPI_Comm_split_type(p->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
-        MPI_SUCCESS) {
-        MPI_Allreduce(&mine, &node_need, 1, MPI_UINT64_T, MPI_SUM, node);
-        MPI_Comm_size(node, &node_ranks);
-        MPI_Comm_free(&node);
-    }
-    char what[224], ctx[64];
-    if (p->n_slots > 1)
-        snprintf(ctx, sizeof ctx, "%d slots x %d positions", p->n_slots, n_ctx);
-    else
-        snprintf(ctx, sizeof ctx, "%d positions", n_ctx);
-    if (node_ranks > 1)
-        snprintf(what, sizeof what, "the KV caches and buffers%s of the %d ranks on this node "
-                 "(%s, micro-batch %d; %.1f MiB on rank %d)",
-                 cfg->no_mmap ? " and weights" : "", node_ranks, ctx, cfg->max_tok,
-                 (double)mine / 1048576.0, p->rank);
-    else
-        snprintf(what, sizeof what, "the KV cache and buffers%s (%s, micro-batch %d)",
-                 cfg->no_mmap ? " and weights" : "", ctx, cfg->max_tok);
-    /* -v: the figures compared, so a test can size a context to the node */
-    bt_log_debug("memory: %s need %.1f MiB of %.1f MiB available", what,
-                 (double)node_need / 1048576.0, (double)bt_mem_available() / 1048576.0);
-    return bt_mem_check(what, node_need);
 }
 
 bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cfg)
@@ -148,10 +215,12 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
     p->last = p->rank == p->n_stages - 1;
     bt_log_capture(1);
 
-    /* the kernels' instruction set (BATON_ISA), per node: all fail if one can't */
+    /* the kernels' instruction set (BATON_ISA) and BATON_MEM_AVAILABLE, per node: all
+     * fail if one can't */
     char why[200];
     bt_status_t st = BT_OK;
-    if (!bt_isa_from_env(why, sizeof why)) {
+    uint64_t mem_env;
+    if (!bt_isa_from_env(why, sizeof why) || !bt_mem_from_env(&mem_env, why, sizeof why)) {
         bt_log_error("%s", why);
         st = BT_ERR_ARG;
     }
@@ -166,15 +235,14 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
         goto fail;
 
     p->bounds = malloc(sizeof(int) * (size_t)(p->n_stages + 1));
-    if ((st = bt_transport_agree(p->comm, p->bounds ? BT_OK : BT_ERR_NOMEM)) || (st = partition(p, cfg)))
+    const int train = p->model->hp.n_ctx_train;
+    const int n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : train < BT_DEFAULT_CTX ? train : BT_DEFAULT_CTX;
+    if ((st = bt_transport_agree(p->comm, p->bounds ? BT_OK : BT_ERR_NOMEM)) ||
+        (st = partition(p, cfg, n_ctx)))
         goto fail;
 
     st = bt_model_bind(p->model, p->bounds[p->rank], p->bounds[p->rank + 1], p->first, p->last);
     if ((st = bt_transport_agree(p->comm, st)))
-        goto fail;
-    const int train = p->model->hp.n_ctx_train;
-    const int n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : train < BT_DEFAULT_CTX ? train : BT_DEFAULT_CTX;
-    if ((st = bt_transport_agree(p->comm, check_node_memory(p, cfg, n_ctx))))
         goto fail;
     st = bt_model_place_weights(p->model, !cfg->no_mmap);
     if (st == BT_OK && cfg->ops == &bt_ops_cpu)
