@@ -312,9 +312,12 @@ fails 0 "BATON_ISA: 'neon' is not one of auto, avx512, avx2, sse2" env BATON_ISA
 
 # ---- a model family's strict loading (on 2 ranks: every rank refuses, one reports) ----
 golden_dir=${BT_GOLDEN_DIR:-${BT_SRCDIR:-$(dirname "$0")/..}/tests/data/golden}
-"$py" - "$golden_dir/tiny-qwen2-golden.gguf" "$tmp" <<'PY'
-# Rewrites the qwen2 golden file with one change each: a required tensor
-# left out, a key baton does not implement, yarn rope scaling.
+rewrite() { # SRC: the golden files rewritten with one change each
+"$py" - "$1" "$tmp" <<'PY'
+# Rewrites a golden file with one change each. qwen2: a required tensor
+# left out, a key baton does not implement, yarn rope scaling. qwen3moe
+# (3-D expert tensors): more experts per token than there are, a router of
+# the wrong shape, an expert tensor one expert short.
 import struct, sys
 src, out = sys.argv[1], sys.argv[2]
 d = open(src, 'rb').read()
@@ -346,35 +349,57 @@ for _ in range(n_tensors):
 data = (o + align - 1) // align * align
 ends = sorted(i[3] for i in infos)[1:] + [len(d) - data]
 chunk = {i[3]: d[data + i[3]:data + e] for i, e in zip(sorted(infos, key=lambda i: i[3]), ends)}
-def write(name, drop=None, kv_set=()):
+def write(name, drop=None, kv_set=(), shape=None):
     ks = [(k, t, v) for k, t, v in kvs if k not in [a for a, _, _ in kv_set]] + list(kv_set)
     ts = [i for i in infos if i[0] != drop]
     h = struct.pack('<IIQQ', 0x46554747, version, len(ts), len(ks))
     h += b''.join(s(k) + struct.pack('<I', t) + v for k, t, v in ks)
     body, off = b'', 0
     for name_, ne, typ, old in ts:
+        if shape and name_ == shape[0]:  # the same bytes (too many: never read) under a new shape
+            ne = shape[1]
         h += s(name_) + struct.pack('<I', len(ne)) + b''.join(struct.pack('<Q', n) for n in ne)
         h += struct.pack('<IQ', typ, off)
         body += chunk[old]; off += len(chunk[old])
     h += bytes((-len(h)) % align)
     open('%s/%s.gguf' % (out, name), 'wb').write(h + body)
-write('q2-same')
-write('q2-missing', drop=b'blk.1.attn_k.bias')
-write('q2-key', kv_set=[(b'qwen2.attention.logit_softcapping', 6, struct.pack('<f', 30.0))])
-write('q2-yarn', kv_set=[(b'qwen2.rope.scaling.type', 8, s(b'yarn')),
-                         (b'qwen2.rope.scaling.factor', 6, struct.pack('<f', 4.0))])
+if 'qwen2' in src:
+    write('q2-same')
+    write('q2-missing', drop=b'blk.1.attn_k.bias')
+    write('q2-key', kv_set=[(b'qwen2.attention.logit_softcapping', 6, struct.pack('<f', 30.0))])
+    write('q2-yarn', kv_set=[(b'qwen2.rope.scaling.type', 8, s(b'yarn')),
+                             (b'qwen2.rope.scaling.factor', 6, struct.pack('<f', 4.0))])
+else:
+    write('moe-same')
+    write('moe-used', kv_set=[(b'qwen3moe.expert_used_count', 4, struct.pack('<I', 9))])
+    write('moe-router', shape=(b'blk.1.ffn_gate_inp.weight', [64, 4]))
+    ne = [i[1] for i in infos if i[0] == b'blk.2.ffn_up_exps.weight'][0]
+    write('moe-count', shape=(b'blk.2.ffn_up_exps.weight', ne[:2] + [ne[2] - 1]))
 PY
-if cmp -s "$tmp/q2-same.gguf" "$golden_dir/tiny-qwen2-golden.gguf"; then
-    ok "the qwen2 golden file rewritten without a change is byte for byte the same"
-else
-    bad "the qwen2 golden file rewritten without a change differs (the rewriter is wrong)"
-fi
+}
+rewrite "$golden_dir/tiny-qwen2-golden.gguf"
+rewrite "$golden_dir/tiny-qwen3moe-golden.gguf"
+for f in q2 moe; do
+    g=$golden_dir/tiny-qwen2-golden.gguf
+    [ $f = moe ] && g=$golden_dir/tiny-qwen3moe-golden.gguf
+    if cmp -s "$tmp/$f-same.gguf" "$g"; then
+        ok "${g##*/} rewritten without a change is byte for byte the same"
+    else
+        bad "${g##*/} rewritten without a change differs (the rewriter is wrong)"
+    fi
+done
 fails 2 "q2-missing.gguf: tensor 'blk.1.attn_k.bias' is missing \(architecture 'qwen2'\)" \
     "$b" -m "$tmp/q2-missing.gguf" --tokens 1,2
 fails 2 "q2-key.gguf: key 'qwen2.attention.logit_softcapping' is not supported for architecture 'qwen2'" \
     "$b" -m "$tmp/q2-key.gguf" --tokens 1,2
 fails 2 "q2-yarn.gguf: qwen2.rope.scaling.type = 'yarn' is not supported" \
     "$bb" -m "$tmp/q2-yarn.gguf" -p 8 -n 0 -r 1
+fails 2 "moe-used.gguf: qwen3moe.expert_used_count = 9 must be in 1..qwen3moe.expert_count = 8" \
+    "$b" -m "$tmp/moe-used.gguf" --tokens 1,2
+fails 2 "moe-router.gguf: tensor 'blk.1.ffn_gate_inp.weight' has shape \[64, 4, 1, 1\], expected \[64, 8\]" \
+    "$bb" -m "$tmp/moe-router.gguf" -p 8 -n 0 -r 1
+fails 2 "moe-count.gguf: tensor 'blk.2.ffn_up_exps.weight' has shape \[[0-9]+, [0-9]+, 7, 1\], expected \[[0-9]+, [0-9]+, 8\]" \
+    "$b" -m "$tmp/moe-count.gguf" --tokens 1,2
 fails 2 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss\)" \
     "$b" -m "$tmp/arch.gguf" --tokens 1
 

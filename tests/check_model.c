@@ -742,7 +742,7 @@ typedef struct kv_set {
  * extra_ne1], a key left out, keys set (replacing the file's). */
 typedef struct edit {
     const char *drop_tensor, *reshape_tensor, *extra_tensor, *drop_key;
-    uint64_t ne0, ne1, extra_ne0, extra_ne1;
+    uint64_t ne0, ne1, ne2, extra_ne0, extra_ne1; /* ne2 > 0: reshape to three dimensions */
     kv_set_t set[3];
     int n_set;
 } edit_t;
@@ -811,12 +811,15 @@ static const char *write_edited(const char *src, const char *name, const edit_t 
         if (e->drop_tensor && strcmp(tn, e->drop_tensor) == 0)
             continue;
         uint64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        uint32_t n_dims = t->n_dims;
         if (e->reshape_tensor && strcmp(tn, e->reshape_tensor) == 0) {
             ck_assert_uint_eq(t->type, BT_TYPE_F32);
             ne[0] = e->ne0;
             ne[1] = e->ne1;
+            ne[2] = e->ne2 > 0 ? e->ne2 : 1;
+            n_dims = e->ne2 > 0 ? 3 : 2;
         }
-        ck_assert_int_eq(bt_gguf_writer_add_tensor(w, tn, t->type, t->n_dims, ne), BT_OK);
+        ck_assert_int_eq(bt_gguf_writer_add_tensor(w, tn, t->type, n_dims, ne), BT_OK);
     }
     if (e->extra_tensor) {
         const uint64_t ne[2] = {e->extra_ne0, e->extra_ne1};
@@ -828,7 +831,7 @@ static const char *write_edited(const char *src, const char *name, const edit_t 
         if (e->drop_tensor && bt_gguf_str_eq(t->name, e->drop_tensor))
             continue;
         if (e->reshape_tensor && bt_gguf_str_eq(t->name, e->reshape_tensor)) {
-            const uint64_t n = e->ne0 * e->ne1 * sizeof(float);
+            const uint64_t n = e->ne0 * e->ne1 * (e->ne2 > 0 ? e->ne2 : 1) * sizeof(float);
             uint8_t *d = calloc(1, n);
             memcpy(d, t->data, n < t->n_bytes ? n : t->n_bytes);
             ck_assert_int_eq(bt_gguf_writer_write_tensor(w, d, n), BT_OK);
@@ -1100,6 +1103,27 @@ START_TEST(test_limits_experts)
     const char *lm = tu_golden_path("tiny-llama-moe-golden-f32.gguf");
     refused(write_edited(lm, "dense.gguf", &(edit_t){.drop_key = "llama.expert_count"}),
             BT_ERR_UNSUPPORTED, MSG("ffn_gate_inp.weight", "not used"), "experts, no count");
+    /* 3-D expert tensors: one expert short, one too many, a 2-D one */
+    refused(write_edited(lm, "exps3.gguf",
+                         &(edit_t){.reshape_tensor = "blk.1.ffn_up_exps.weight", .ne0 = 64,
+                                   .ne1 = 96, .ne2 = 3}),
+            BT_ERR_FORMAT,
+            MSG("blk.1.ffn_up_exps.weight", "shape [64, 96, 3, 1], expected [64, 96, 4]"),
+            "3 of 4 experts");
+    refused(write_edited(lm, "exps5.gguf",
+                         &(edit_t){.reshape_tensor = "blk.0.ffn_down_exps.weight", .ne0 = 96,
+                                   .ne1 = 64, .ne2 = 5}),
+            BT_ERR_FORMAT, MSG("blk.0.ffn_down_exps.weight", "expected [96, 64, 4]"),
+            "5 of 4 experts");
+    refused(write_edited(lm, "exps2d.gguf",
+                         &(edit_t){.reshape_tensor = "blk.0.ffn_gate_exps.weight", .ne0 = 64,
+                                   .ne1 = 384}),
+            BT_ERR_FORMAT, MSG("blk.0.ffn_gate_exps.weight", "expected [64, 96, 4]"),
+            "experts as one 2-D matrix");
+    /* the count says 3: every expert tensor (and the router) holds 4 */
+    refused(write_edited(lm, "count3.gguf",
+                         &(edit_t){.set = {SET_U32("llama.expert_count", 3)}, .n_set = 1}),
+            BT_ERR_FORMAT, MSG("blk.0.", "expected ["), "expert_count 3 of 4 stored");
 }
 END_TEST
 
