@@ -8,19 +8,22 @@
 #include <string.h>
 
 
-/* The FFN's widest hidden size: the dense one or an expert's. */
+/* Floats per row of the FFN's hidden buffers: the dense width, or an
+ * expert's for each of a row's k choices. */
 static size_t ff_width(const bt_hparams_t *hp)
 {
-    return (size_t)(hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp);
+    const size_t moe = (size_t)hp->n_expert_used * (size_t)hp->n_ff_exp;
+    return (size_t)hp->n_ff > moe ? (size_t)hp->n_ff : moe;
 }
 
-/* Floats per row of the mixture-of-experts buffers (0 for a dense FFN). */
+/* Floats per row of the mixture-of-experts buffers (0 for a dense FFN);
+ * ints as floats. */
 static size_t moe_floats(const bt_hparams_t *hp)
 {
     if (hp->n_expert == 0)
         return 0;
     const size_t k = (size_t)hp->n_expert_used;
-    return (size_t)hp->n_expert + 2 * k + 1 + (size_t)hp->n_embd * (1 + k); /* ints as floats */
+    return (size_t)hp->n_expert + 3 * k + 2 * k * (size_t)hp->n_embd;
 }
 
 /* Activations, scratch and row lists: everything but the KV cache. */
@@ -102,17 +105,19 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
         f->route = malloc(mt * (size_t)hp->n_expert * sizeof(float));
         f->sel = malloc(mt * k * sizeof(int));
         f->sel_w = malloc(mt * k * sizeof(float));
-        f->gather = malloc(mt * sizeof(int));
-        f->xg = malloc(mt * hp->n_embd * sizeof(float));
+        f->gather = malloc(mt * k * sizeof(int));
+        f->exp_rows = malloc(((size_t)hp->n_expert + 1) * sizeof(int));
+        f->xg = malloc(mt * k * hp->n_embd * sizeof(float));
         f->y_exp = malloc(mt * k * hp->n_embd * sizeof(float));
     }
+    f->jobs = malloc(sizeof *f->jobs * (2 * (size_t)hp->n_expert + 3));
     const bool moe_ok = hp->n_expert == 0 || (f->route && f->sel && f->sel_w && f->gather &&
-                                              f->xg && f->y_exp);
+                                              f->exp_rows && f->xg && f->y_exp);
     f->rows = malloc(mt * sizeof *f->rows);
     f->runs = malloc(mt * sizeof *f->runs);
     f->slot_next = malloc((size_t)n_slot * sizeof *f->slot_next);
     if (!f->scratch.buf || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->o || !f->gate ||
-        !f->up || !f->rows || !f->runs || !f->slot_next || !moe_ok) {
+        !f->up || !f->jobs || !f->rows || !f->runs || !f->slot_next || !moe_ok) {
         bt_log_error("forward: cannot allocate %zu bytes of activations for %d tokens", bytes,
                      max_tok);
         st = BT_ERR_NOMEM;
@@ -133,8 +138,10 @@ void bt_forward_free(bt_forward_t *f)
 {
     if (f == NULL)
         return;
+    free(f->jobs);
     free(f->y_exp);
     free(f->xg);
+    free(f->exp_rows);
     free(f->gather);
     free(f->sel_w);
     free(f->sel);
@@ -263,24 +270,31 @@ static void residual(const bt_forward_t *f, float *x, float *y, const float *pos
     bt_add_f32(x, y, (int64_t)n_tok * hp->n_embd);
 }
 
-/* The matrices and biases (NULL: none) of one FFN, dense or an expert. */
-typedef struct ffn_w {
-    bt_matrix_t gate, up, down;
-    const float *gate_b, *up_b, *down_b;
-} ffn_w_t;
-
-/* out = down(act(gate(xn)) * up(xn)) for n rows of xn. */
-static void ffn(const bt_forward_t *f, const ffn_w_t *w, const float *xn, int n, float *out)
+/* The job out = W x for n_tok rows. */
+static bt_matmul_job_t job(float *out, const bt_matrix_t *w, const float *x, int n_tok)
 {
-    const int64_t n_ff = w->gate.n_out;
-    project(f, f->gate, &w->gate, w->gate_b, xn, n);
-    project(f, f->up, &w->up, w->up_b, xn, n);
+    return (bt_matmul_job_t){out, *w, x, n_tok};
+}
+
+/* act(gate) * up into gate, n elements, as the architecture says. */
+static void activate(const bt_forward_t *f, float *gate, const float *up, int64_t n)
+{
     switch (f->m->hp.arch->act) {
-    case BT_ACT_GELU_TANH: bt_geglu_f32(f->gate, f->up, (int64_t)n * n_ff); break;
-    case BT_ACT_SWIGLU_OAI: bt_swiglu_oai_f32(f->gate, f->up, (int64_t)n * n_ff); break;
-    default: bt_swiglu_f32(f->gate, f->up, (int64_t)n * n_ff); break;
+    case BT_ACT_GELU_TANH: bt_geglu_f32(gate, up, n); break;
+    case BT_ACT_SWIGLU_OAI: bt_swiglu_oai_f32(gate, up, n); break;
+    default: bt_swiglu_f32(gate, up, n); break;
     }
-    project(f, out, &w->down, w->down_b, f->gate, n);
+}
+
+/* The dense FFN on f->xn into f->o: down(act(gate(xn)) * up(xn)), gate
+ * and up in one call. */
+static void ffn(bt_forward_t *f, const bt_layer_t *l, int n_tok)
+{
+    const bt_matmul_job_t gu[2] = {job(f->gate, &l->w_gate, f->xn, n_tok),
+                                   job(f->up, &l->w_up, f->xn, n_tok)};
+    bt_matmul_many(f->ops, gu, 2, &f->scratch);
+    activate(f, f->gate, f->up, (int64_t)n_tok * l->w_gate.n_out);
+    f->ops->matmul(f->o, &l->w_down, f->gate, n_tok, &f->scratch);
 }
 
 /* Row e of a per-expert bias of width n (NULL: none). */
@@ -292,47 +306,72 @@ static const float *expert_row(const float *b, int e, int64_t n)
 /* Mixture of experts on f->xn into f->o: each row's router picks its k
  * experts (bt_topk_softmax); each expert runs once on the rows that chose
  * it, gathered into one batch (a GEMM per expert, or a GEMV for a lone
- * row); each row then sums its experts' outputs, weighted, best first.
- * A row's result depends on its own input alone (the kernels' rows are
- * independent, the sum's order is the row's own ranking), so not on
- * which other rows share its micro-batch or chose the same experts. */
+ * row), all experts' products in one call (bt_matmul_many, so a few rows'
+ * small products still use every thread); each row then sums its
+ * experts' outputs, weighted, best first. A row's result depends on its
+ * own input alone (the kernels' rows are independent, the sum's order is
+ * the row's own ranking), so not on which other rows share its
+ * micro-batch or chose the same experts. */
 static void experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
 {
     const bt_hparams_t *hp = &f->m->hp;
-    const int k = hp->n_expert_used, n_embd = hp->n_embd;
+    const int k = hp->n_expert_used, n_embd = hp->n_embd, n_exp = hp->n_expert;
+    const int64_t n_ff = hp->n_ff_exp;
     const size_t e_sz = (size_t)n_embd;
     project(f, f->route, &l->router, l->router_bias, f->xn, n_tok);
     for (int t = 0; t < n_tok; t++)
-        bt_topk_softmax(f->route + (size_t)t * hp->n_expert, hp->n_expert, k, f->sel + t * k,
-                        f->sel_w + t * k);
-    for (int e = 0; e < hp->n_expert; e++) {
-        int n = 0; /* the (row, rank) pairs that chose e, in row order */
+        bt_topk_softmax(f->route + (size_t)t * n_exp, n_exp, k, f->sel + t * k, f->sel_w + t * k);
+    int n = 0; /* expert by expert, the (row, rank) pairs that chose it, in row order */
+    for (int e = 0; e < n_exp; e++) {
+        f->exp_rows[e] = n;
         for (int j = 0; j < n_tok * k; j++)
             if (f->sel[j] == e) {
-                f->gather[n] = j;
+                f->gather[j] = n;
                 memcpy(f->xg + (size_t)n * e_sz, f->xn + (size_t)(j / k) * e_sz,
                        e_sz * sizeof(float));
                 n++;
             }
-        if (n == 0)
+    }
+    f->exp_rows[n_exp] = n;
+    int nj = 0;
+    for (int e = 0; e < n_exp; e++) {
+        const int r0 = f->exp_rows[e], ne = f->exp_rows[e + 1] - r0;
+        if (ne == 0)
             continue;
-        const int64_t n_ff = hp->n_ff_exp;
-        const ffn_w_t w = {bt_expert(&l->gate_exps, e),
-                           bt_expert(&l->up_exps, e),
-                           bt_expert(&l->down_exps, e),
-                           expert_row(l->gate_exps_bias, e, n_ff),
-                           expert_row(l->up_exps_bias, e, n_ff),
-                           expert_row(l->down_exps_bias, e, n_embd)};
-        ffn(f, &w, f->xg, n, f->xg);
-        for (int i = 0; i < n; i++)
-            memcpy(f->y_exp + (size_t)f->gather[i] * e_sz, f->xg + (size_t)i * e_sz,
-                   e_sz * sizeof(float));
+        const bt_matrix_t g = bt_expert(&l->gate_exps, e), u = bt_expert(&l->up_exps, e);
+        f->jobs[nj++] = job(f->gate + (size_t)r0 * n_ff, &g, f->xg + (size_t)r0 * e_sz, ne);
+        f->jobs[nj++] = job(f->up + (size_t)r0 * n_ff, &u, f->xg + (size_t)r0 * e_sz, ne);
+    }
+    bt_matmul_many(f->ops, f->jobs, nj, &f->scratch);
+    for (int e = 0; e < n_exp && (l->gate_exps_bias || l->up_exps_bias); e++) {
+        const int r0 = f->exp_rows[e], ne = f->exp_rows[e + 1] - r0;
+        if (l->gate_exps_bias != NULL)
+            bt_add_rows_f32(f->gate + (size_t)r0 * n_ff, expert_row(l->gate_exps_bias, e, n_ff),
+                            ne, n_ff);
+        if (l->up_exps_bias != NULL)
+            bt_add_rows_f32(f->up + (size_t)r0 * n_ff, expert_row(l->up_exps_bias, e, n_ff), ne,
+                            n_ff);
+    }
+    activate(f, f->gate, f->up, (int64_t)n * n_ff);
+    nj = 0;
+    for (int e = 0; e < n_exp; e++) {
+        const int r0 = f->exp_rows[e], ne = f->exp_rows[e + 1] - r0;
+        if (ne == 0)
+            continue;
+        const bt_matrix_t d = bt_expert(&l->down_exps, e);
+        f->jobs[nj++] = job(f->y_exp + (size_t)r0 * e_sz, &d, f->gate + (size_t)r0 * n_ff, ne);
+    }
+    bt_matmul_many(f->ops, f->jobs, nj, &f->scratch);
+    for (int e = 0; e < n_exp && l->down_exps_bias != NULL; e++) {
+        const int r0 = f->exp_rows[e], ne = f->exp_rows[e + 1] - r0;
+        bt_add_rows_f32(f->y_exp + (size_t)r0 * e_sz, expert_row(l->down_exps_bias, e, n_embd), ne,
+                        n_embd);
     }
     memset(f->o, 0, (size_t)n_tok * e_sz * sizeof(float));
     for (int t = 0; t < n_tok; t++)
         for (int i = 0; i < k; i++)
             bt_axpy_f32(f->o + (size_t)t * e_sz, f->sel_w[t * k + i],
-                        f->y_exp + ((size_t)t * k + i) * e_sz, n_embd);
+                        f->y_exp + (size_t)f->gather[t * k + i] * e_sz, n_embd);
 }
 
 /* One block on x [n_tok, n_embd] in place, as the layer's tensors and the
@@ -345,9 +384,15 @@ static void layer(bt_forward_t *f, int il, float *x, int n_tok)
 
     /* attention */
     bt_rmsnorm_f32(f->xn, x, l->attn_norm, n_tok, n_embd, hp->rms_eps);
-    project(f, f->q, &l->wq, l->q_bias, f->xn, n_tok);
-    project(f, f->k, &l->wk, l->k_bias, f->xn, n_tok);
-    project(f, f->v, &l->wv, l->v_bias, f->xn, n_tok);
+    const bt_matmul_job_t qkv[3] = {job(f->q, &l->wq, f->xn, n_tok), job(f->k, &l->wk, f->xn, n_tok),
+                                    job(f->v, &l->wv, f->xn, n_tok)};
+    bt_matmul_many(f->ops, qkv, 3, &f->scratch);
+    if (l->q_bias != NULL)
+        bt_add_rows_f32(f->q, l->q_bias, n_tok, l->wq.n_out);
+    if (l->k_bias != NULL)
+        bt_add_rows_f32(f->k, l->k_bias, n_tok, l->wk.n_out);
+    if (l->v_bias != NULL)
+        bt_add_rows_f32(f->v, l->v_bias, n_tok, l->wv.n_out);
     if (l->q_norm != NULL) /* per head: rows of head_dim values */
         bt_rmsnorm_f32(f->q, f->q, l->q_norm, n_tok * hp->n_head, hp->head_dim, hp->rms_eps);
     if (l->k_norm != NULL)
@@ -362,7 +407,7 @@ static void layer(bt_forward_t *f, int il, float *x, int n_tok)
     if (l->router.data != NULL)
         experts(f, l, n_tok);
     else
-        ffn(f, &(ffn_w_t){l->w_gate, l->w_up, l->w_down, NULL, NULL, NULL}, f->xn, n_tok, f->o);
+        ffn(f, l, n_tok);
     residual(f, x, f->o, l->post_ffn_norm, n_tok);
 }
 

@@ -49,15 +49,17 @@ typedef struct bt_forward {
     float *v;    /* [max_tok, n_head_kv * head_dim] this batch's values, before the cache */
     float *att;  /* [max_tok, n_head * head_dim] attention output */
     float *o;    /* [max_tok, n_embd] projection output before the residual */
-    float *gate; /* [max_tok, max(n_ff, n_ff_exp)] */
-    float *up;   /* [max_tok, max(n_ff, n_ff_exp)] */
+    float *gate; /* [max_tok, max(n_ff, k n_ff_exp)] (experts: one row per choice) */
+    float *up;   /* the same */
     /* mixture of experts (n_expert > 0), k = n_expert_used: */
     float *route;  /* [max_tok, n_expert] router logits */
     int *sel;      /* [max_tok, k] the chosen experts of each row, best first */
     float *sel_w;  /* [max_tok, k] their weights */
-    int *gather;   /* [max_tok] rows of xn an expert takes, in row order */
-    float *xg;     /* [max_tok, n_embd] those rows */
-    float *y_exp;  /* [max_tok, k, n_embd] each row's expert outputs, best first */
+    int *gather;   /* [max_tok * k] where choice j (row j / k, rank j % k) is in xg */
+    int *exp_rows; /* [n_expert + 1] expert e's rows of xg begin at exp_rows[e] */
+    float *xg;     /* [max_tok * k, n_embd] the rows each expert takes, expert by expert */
+    float *y_exp;  /* [max_tok * k, n_embd] the experts' outputs, in xg's order */
+    bt_matmul_job_t *jobs; /* [2 n_expert] products of one batch */
     bt_row_t *rows; /* [max_tok] bt_forward_layers' rows */
     bt_run_t *runs; /* [max_tok] the current micro-batch's runs */
     int n_runs;

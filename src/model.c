@@ -782,7 +782,7 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
 
 /* The bound matrices the ops multiply with (the head's, tied or not, but
  * not the embedding's rows, which are looked up): how many, and the i-th. */
-enum { LAYER_MATRICES = 10 }; /* q, k, v, o, gate, up, down, the three expert tensors */
+enum { LAYER_MATRICES = 11 }; /* q, k, v, o, gate, up, down, router, the three expert tensors */
 
 static int n_bound_matrices(const bt_model_t *m)
 {
@@ -797,10 +797,10 @@ static bt_matrix_t *bound_matrix(bt_model_t *m, int i, int *n_mat)
     if (i == LAYER_MATRICES * (m->last - m->first))
         return &m->output;
     bt_layer_t *l = &m->layers[i / LAYER_MATRICES];
-    bt_matrix_t *all[LAYER_MATRICES] = {&l->wq,        &l->wk,        &l->wv,       &l->wo,
-                                        &l->w_gate,    &l->w_up,      &l->w_down,   &l->gate_exps,
-                                        &l->up_exps,   &l->down_exps};
-    if (i % LAYER_MATRICES >= 7)
+    bt_matrix_t *all[LAYER_MATRICES] = {&l->wq,        &l->wk,      &l->wv,        &l->wo,
+                                        &l->w_gate,    &l->w_up,    &l->w_down,    &l->router,
+                                        &l->gate_exps, &l->up_exps, &l->down_exps};
+    if (i % LAYER_MATRICES >= 8)
         *n_mat = m->hp.n_expert;
     return all[i % LAYER_MATRICES];
 }
@@ -863,7 +863,8 @@ static bool packed_kind(int kind)
 {
     switch (kind) {
     case BT_LT_Q: case BT_LT_K: case BT_LT_V: case BT_LT_O: case BT_LT_GATE: case BT_LT_UP:
-    case BT_LT_DOWN: case BT_LT_GATE_EXPS: case BT_LT_UP_EXPS: case BT_LT_DOWN_EXPS:
+    case BT_LT_DOWN: case BT_LT_ROUTER: case BT_LT_GATE_EXPS: case BT_LT_UP_EXPS:
+    case BT_LT_DOWN_EXPS:
         return true;
     default:
         return false;

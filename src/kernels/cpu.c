@@ -884,12 +884,30 @@ static float peak_sum(const float *restrict p, size_t n)
     return s;
 }
 
+/* The batch in one region where every product takes the 8-bit path;
+ * otherwise one product after another. */
+static void cpu_matmul_many(const bt_matmul_job_t *jobs, int n_jobs, const bt_scratch_t *s)
+{
+#if BT_SIMD16
+    bool q8 = true;
+    for (int i = 0; i < n_jobs && q8; i++)
+        q8 = bt_cpu_q8_supports(jobs[i].w.type, jobs[i].w.n_in);
+    if (q8) {
+        bt_cpu_matmul_q8_many(jobs, n_jobs, s);
+        return;
+    }
+#endif
+    for (int i = 0; i < n_jobs; i++)
+        cpu_matmul(jobs[i].out, &jobs[i].w, jobs[i].x, jobs[i].n_tok, s);
+}
+
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
 const bt_isa_kernels_t BT_ISA(bt_isa_kernels) = {
     .name = STR(BT_ISA_TAG),
-    .cpu = {.name = "cpu", .matmul = cpu_matmul, .attention = cpu_attention},
+    .cpu = {.name = "cpu", .matmul = cpu_matmul, .matmul_many = cpu_matmul_many,
+            .attention = cpu_attention},
     .exact = {.name = "exact", .matmul = exact_matmul, .attention = cpu_attention},
     .cpu_is_exact = cpu_is_exact,
     .pack_bytes = pack_bytes,

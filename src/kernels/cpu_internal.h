@@ -30,6 +30,10 @@ static inline int bt_team_size(const bt_scratch_t *s, double work)
 bool bt_cpu_q8_supports(uint32_t type, int64_t n_in);
 void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                       int n_tok, const bt_scratch_t *s);
+/* Products that bt_cpu_q8_supports, each with bt_cpu_matmul_q8's bits, in
+ * one parallel region: the threads share out all products' row panels,
+ * weighted by the tokens each product has. */
+void bt_cpu_matmul_q8_many(const bt_matmul_job_t *jobs, int n_jobs, const bt_scratch_t *s);
 
 /* The bytes of W (n_in x n_out of type) in the packed layout that
  * bt_cpu_matmul_q8 reads when w->packed is set, 0 for types without one;

@@ -399,9 +399,10 @@ static int type_index(uint32_t type)
  *
  * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K. Rows in panels of 16 (the last
  * padded with zero rows). Per panel, per 32-block:
- *   nibble formats (Q4_0, Q4_1, Q4_K): 4 vectors of 64 bytes, vector j =
- *     for each row r its 4 bytes holding elements 4j.. (low nibbles) and
- *     16 + 4j.. (high nibbles);
+ *   nibble formats (Q4_0, Q4_1, Q4_K; MXFP4 as its E2M1 codes, which the
+ *     kernel turns into u by a 16-entry table): 4 vectors of 64 bytes,
+ *     vector j = for each row r its 4 bytes holding elements 4j.. (low
+ *     nibbles) and 16 + 4j.. (high nibbles);
  *   byte formats (Q8_0: u = q + 128; Q5_0, Q5_1: u = the 5-bit q, 0..31;
  *     Q6_K: u = q, 0..63): 8 vectors, vector j = for each row its elements
  *     4j .. 4j + 3;
@@ -422,7 +423,7 @@ static int packed_block_bytes(uint32_t type)
     case BT_TYPE_Q5_0: return 8 * 64 + 32;
     case BT_TYPE_Q5_1: return 8 * 64 + 64;
     case BT_TYPE_Q8_0: return 8 * 64 + 32;
-    case BT_TYPE_MXFP4: return 8 * 64 + 64;
+    case BT_TYPE_MXFP4: return 4 * 64 + 64;
     case BT_TYPE_Q4_K: return 4 * 64 + 32;
     case BT_TYPE_Q6_K: return 8 * 64 + 32;
     default: return 0;
@@ -433,7 +434,7 @@ static int packed_block_bytes(uint32_t type)
 static inline bool packed_bytes_fmt(uint32_t type)
 {
     return type == BT_TYPE_Q8_0 || type == BT_TYPE_Q6_K || type == BT_TYPE_Q5_0 ||
-           type == BT_TYPE_Q5_1 || type == BT_TYPE_MXFP4;
+           type == BT_TYPE_Q5_1;
 }
 
 /* Bytes per panel before each super-block of 8 blocks (K formats). */
@@ -468,15 +469,15 @@ size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out)
     return (size_t)((n_out + 15) / 16) * panel_bytes(type, n_in / 32);
 }
 
-/* Row r's element k of 32-block b (its u, as the kernels read it). */
+/* Row r's element k of 32-block b as the packed layout holds it: its u,
+ * or for MXFP4 its 4-bit E2M1 code (the kernel looks up u). */
 static uint8_t element_u(const uint8_t *row, uint32_t type, int64_t b, int k)
 {
     switch (type) {
     case BT_TYPE_Q8_0: return (uint8_t)(((const bt_block_q8_0_t *)row)[b].qs[k] ^ 0x80);
-    case BT_TYPE_MXFP4: { /* twice the E2M1 value, plus 12 */
+    case BT_TYPE_MXFP4: {
         const bt_block_mxfp4_t *m = (const bt_block_mxfp4_t *)row + b;
-        const int c = k < 16 ? m->qs[k] & 0xf : m->qs[k - 16] >> 4;
-        return (uint8_t)(bt_mxfp4_values[c] + 12);
+        return (uint8_t)(k < 16 ? m->qs[k] & 0xf : m->qs[k - 16] >> 4);
     }
     case BT_TYPE_Q5_0:
     case BT_TYPE_Q5_1: { /* the low nibble, and bit k of qh as 16 */
@@ -582,6 +583,9 @@ void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w)
         pack_panel(dst + (size_t)p * stride, w, p);
 }
 
+/* MXFP4's u (twice the E2M1 value plus 12) by code. */
+static const int8_t mxfp4_u[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+
 /* One panel (16 rows) times T tokens: out[t * ldo + i] for i < nr. */
 static inline __attribute__((always_inline)) void
 panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t xq, int64_t n_in,
@@ -628,7 +632,11 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
                         s[t] = v16i_dot(s[t], v, x);
                 }
             } else {
-                const v16i lo = v16i_nib_lo(v), hi = v16i_nib_hi(v);
+                v16i lo = v16i_nib_lo(v), hi = v16i_nib_hi(v);
+                if (type == BT_TYPE_MXFP4) { /* E2M1 code -> u = 2 value + 12 */
+                    lo = v16i_lut16(lo, mxfp4_u);
+                    hi = v16i_lut16(hi, mxfp4_u);
+                }
                 for (int t = 0; t < T; t++) {
                     const int8_t *x = xq.q + (size_t)t * n_in + 32 * b + 4 * j;
                     s[t] = v16i_dot_small(s[t], lo, v16i_bcast4(x));
@@ -717,22 +725,35 @@ static const panel_fn *panels_for(uint32_t type)
  * quantizes the chunk into its own scratch (repeating n_tok * n_in work
  * per thread, nothing next to the product's n_tok * n_in * n_out), then
  * multiplies its rows with it. */
-static void q8_share(float *restrict out, const bt_matrix_t *w, const float *restrict x,
-                     int n_tok, const bt_scratch_t *s, int me, int nth)
+/* Whether W goes through packed panels of 16 rows (else groups of 4 rows
+ * read directly), and so how many groups of rows it has. */
+static bool q8_panel(const bt_matrix_t *w)
 {
-    const int64_t n_in = w->n_in, n_out = w->n_out, nb = n_in / 32;
 #ifdef BT_SIMD16_AVX512
     /* else the direct path, for the formats that have one */
-    const bool panel = w->packed != NULL || type_index(w->type) < 0;
+    return w->packed != NULL || type_index(w->type) < 0;
 #else
-    const bool panel = true; /* unpacked weights: packed here, a panel at a time */
+    (void)w;
+    return true; /* unpacked weights: packed here, a panel at a time */
 #endif
+}
+
+static int64_t q8_groups(const bt_matrix_t *w)
+{
+    const int rows_per = q8_panel(w) ? 16 : 4;
+    return (w->n_out + rows_per - 1) / rows_per;
+}
+
+/* Groups [g0, g1) of W's rows for all n_tok tokens, on thread me. */
+static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                    int n_tok, const bt_scratch_t *s, int me, int64_t g0, int64_t g1)
+{
+    const int64_t n_in = w->n_in, n_out = w->n_out, nb = n_in / 32;
+    const bool panel = q8_panel(w);
     const int rows_per = panel ? 16 : 4;
-    const int64_t n_groups = (n_out + rows_per - 1) / rows_per;
     const panel_fn *panels = panel ? panels_for(w->type) : NULL;
     const size_t pstride = panel ? panel_bytes(w->type, nb) : 0;
     {
-        const int64_t g0 = n_groups * me / nth, g1 = n_groups * (me + 1) / nth;
         /* scratch: the quantized chunk, Q8_TOKENS x (n_in + 16 n_in / 32)
          * bytes, then room for one packed panel (Q8_TOKENS) */
         int8_t *q = (int8_t *)(s->buf + (size_t)me * s->per_thread);
@@ -783,6 +804,14 @@ static void q8_share(float *restrict out, const bt_matrix_t *w, const float *res
     }
 }
 
+/* Each thread takes a contiguous share of the groups. */
+static void q8_share(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                     int n_tok, const bt_scratch_t *s, int me, int nth)
+{
+    const int64_t n_groups = q8_groups(w);
+    q8_rows(out, w, x, n_tok, s, me, n_groups * me / nth, n_groups * (me + 1) / nth);
+}
+
 /* A one-thread product skips the OpenMP region: even an inactive one costs
  * about a microsecond, a quarter of a small decode product's time. */
 void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
@@ -795,6 +824,53 @@ void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *re
     }
 #pragma omp parallel num_threads(team)
     q8_share(out, w, x, n_tok, s, omp_get_thread_num(), omp_get_num_threads());
+}
+
+/* What one group of W's rows costs: its weights read once, its
+ * multiply-adds per token (a weight byte read weighs about as much as
+ * four tokens' multiply-adds on it in a decode-sized product). */
+static double q8_group_cost(const bt_matmul_job_t *j)
+{
+    return (double)j->w.n_in * (double)(j->n_tok + 4);
+}
+
+/* Thread me of nth takes the groups whose cost begins in its share
+ * [me, me + 1) / nth of the whole; a product split between threads is
+ * quantized by each (a few rows: nothing next to the weights). */
+static void q8_many_share(const bt_matmul_job_t *jobs, int n_jobs, const bt_scratch_t *s,
+                          double total, int me, int nth)
+{
+    const double lo = total * me / nth, hi = total * (me + 1) / nth;
+    double base = 0.0;
+    for (int i = 0; i < n_jobs && base < hi; i++) {
+        const bt_matmul_job_t *j = &jobs[i];
+        const int64_t ng = q8_groups(&j->w);
+        const double gc = q8_group_cost(j);
+        /* group g begins at base + g gc: take those in [lo, hi) */
+        int64_t g0 = lo <= base ? 0 : (int64_t)ceil((lo - base) / gc);
+        int64_t g1 = (int64_t)ceil((hi - base) / gc);
+        g0 = g0 < ng ? g0 : ng;
+        g1 = me == nth - 1 || g1 > ng ? ng : g1;
+        if (g0 < g1)
+            q8_rows(j->out, &j->w, j->x, j->n_tok, s, me, g0, g1);
+        base += (double)ng * gc;
+    }
+}
+
+void bt_cpu_matmul_q8_many(const bt_matmul_job_t *jobs, int n_jobs, const bt_scratch_t *s)
+{
+    double total = 0.0, work = 0.0;
+    for (int i = 0; i < n_jobs; i++) {
+        total += (double)q8_groups(&jobs[i].w) * q8_group_cost(&jobs[i]);
+        work += (double)jobs[i].n_tok * (double)jobs[i].w.n_in * (double)jobs[i].w.n_out;
+    }
+    const int team = bt_team_size(s, work);
+    if (team == 1) {
+        q8_many_share(jobs, n_jobs, s, total, 0, 1);
+        return;
+    }
+#pragma omp parallel num_threads(team)
+    q8_many_share(jobs, n_jobs, s, total, omp_get_thread_num(), omp_get_num_threads());
 }
 
 #endif /* BT_SIMD16 */

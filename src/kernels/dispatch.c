@@ -203,6 +203,22 @@ static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float 
     kernels()->exact.matmul(out, w, x, n_tok, s);
 }
 
+static void cpu_matmul_many(const bt_matmul_job_t *jobs, int n_jobs, const bt_scratch_t *s)
+{
+    kernels()->cpu.matmul_many(jobs, n_jobs, s);
+}
+
+void bt_matmul_many(const bt_ops_t *ops, const bt_matmul_job_t *jobs, int n_jobs,
+                    const bt_scratch_t *s)
+{
+    if (ops->matmul_many != NULL) {
+        ops->matmul_many(jobs, n_jobs, s);
+        return;
+    }
+    for (int i = 0; i < n_jobs; i++)
+        ops->matmul(jobs[i].out, &jobs[i].w, jobs[i].x, jobs[i].n_tok, s);
+}
+
 static void attention(float *restrict out, const float *restrict q, const void *k, const void *v,
                       uint32_t kv_type, int n_tok, int pos0, const bt_attn_t *a,
                       const bt_scratch_t *s)
@@ -210,7 +226,8 @@ static void attention(float *restrict out, const float *restrict q, const void *
     kernels()->cpu.attention(out, q, k, v, kv_type, n_tok, pos0, a, s);
 }
 
-const bt_ops_t bt_ops_cpu = {.name = "cpu", .matmul = cpu_matmul, .attention = attention};
+const bt_ops_t bt_ops_cpu = {.name = "cpu", .matmul = cpu_matmul, .matmul_many = cpu_matmul_many,
+                             .attention = attention};
 const bt_ops_t bt_ops_exact = {.name = "exact", .matmul = exact_matmul, .attention = attention};
 
 bool bt_ops_cpu_is_exact(uint32_t type, int64_t n_in)

@@ -26,6 +26,7 @@
 #ifdef BT_ISA_TAG
 #define bt_cpu_q8_supports BT_ISA(bt_cpu_q8_supports)
 #define bt_cpu_matmul_q8 BT_ISA(bt_cpu_matmul_q8)
+#define bt_cpu_matmul_q8_many BT_ISA(bt_cpu_matmul_q8_many)
 #define bt_cpu_q8_packed_bytes BT_ISA(bt_cpu_q8_packed_bytes)
 #define bt_cpu_q8_pack BT_ISA(bt_cpu_q8_pack)
 #define bt_cpu_fpanel_supports BT_ISA(bt_cpu_fpanel_supports)

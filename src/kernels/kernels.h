@@ -68,6 +68,14 @@ typedef struct bt_attn {
                          * e^sinks[h] (a logit with no value and no scale) */
 } bt_attn_t;
 
+/* One product of a batch (bt_ops_t.matmul_many): out = W x for n_tok rows. */
+typedef struct bt_matmul_job {
+    float *out;
+    bt_matrix_t w;
+    const float *x;
+    int n_tok;
+} bt_matmul_job_t;
+
 typedef struct bt_ops {
     const char *name;
 
@@ -75,6 +83,13 @@ typedef struct bt_ops {
      * x: [n_tok, n_in], out: [n_tok, n_out]. */
     void (*matmul)(float *restrict out, const bt_matrix_t *w, const float *restrict x, int n_tok,
                    const bt_scratch_t *s);
+
+    /* n_jobs independent products (outputs must not overlap inputs), with
+     * the bits matmul gives each, in one parallel region: many small
+     * products (a mixture's experts for a few rows; q, k and v of one
+     * token) then keep every thread busy where each alone would run on
+     * one. NULL: bt_matmul_many calls matmul for each. */
+    void (*matmul_many)(const bt_matmul_job_t *jobs, int n_jobs, const bt_scratch_t *s);
 
     /* Causal attention of n_tok queries at positions pos0.. over the cache
      * positions 0 .. pos0 + n_tok - 1, which must already hold this batch's
@@ -90,6 +105,10 @@ typedef struct bt_ops {
                       uint32_t kv_type, int n_tok, int pos0, const bt_attn_t *a,
                       const bt_scratch_t *s);
 } bt_ops_t;
+
+/* ops->matmul_many, or ops->matmul for each job where the table has none. */
+void bt_matmul_many(const bt_ops_t *ops, const bt_matmul_job_t *jobs, int n_jobs,
+                    const bt_scratch_t *s);
 
 extern const bt_ops_t bt_ops_ref;
 extern const bt_ops_t bt_ops_exact;

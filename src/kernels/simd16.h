@@ -111,6 +111,12 @@ S16 v16i v16i_nib_hi(v16i a)
 {
     return _mm512_and_si512(_mm512_srli_epi16(a, 4), _mm512_set1_epi8(0x0f));
 }
+/* Each byte (0..15) of a replaced by table[byte]. */
+S16 v16i v16i_lut16(v16i a, const int8_t table[16])
+{
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)table)),
+                               a);
+}
 /* acc + the sum of the 4 products of unsigned bytes of u and signed bytes
  * of x in each lane (exact); _small: u < 128 (the same result). */
 S16 v16i v16i_dot(v16i acc, v16i u, v16i x) { return _mm512_dpbusd_epi32(acc, u, x); }
@@ -288,6 +294,12 @@ S16 v16i v16i_nib_hi(v16i a)
     const __m256i m = _mm256_set1_epi8(0x0f);
     return V16I(_mm256_and_si256(_mm256_srli_epi16(a.lo, 4), m),
                 _mm256_and_si256(_mm256_srli_epi16(a.hi, 4), m));
+}
+/* Each byte (0..15) of a replaced by table[byte]. */
+S16 v16i v16i_lut16(v16i a, const int8_t table[16])
+{
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)table));
+    return V16I(_mm256_shuffle_epi8(t, a.lo), _mm256_shuffle_epi8(t, a.hi));
 }
 /* u < 128: the pair sums of vpmaddubsw stay within int16 (2 x 127 x 128). */
 S16 __m256i dot8_small(__m256i acc, __m256i u, __m256i x)
