@@ -608,28 +608,35 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
         }
         /* integer sums: per token one (two for Q6_K's halves), started at
          * - c * the sum of q_x they cover (multiplied: a left shift of a
-         * negative sum is undefined in C) */
-        v16i s[Q8_PANEL_TOKENS], s2[Q8_PANEL_TOKENS];
+         * negative sum is undefined in C). With few tokens a block's dot
+         * products would be one chain of dependent instructions, so they
+         * go round CH chains, added at the end (integers: the same sum). */
+        const int CH = T == 1 ? 4 : T == 2 ? 2 : 1; /* a constant once inlined */
+        v16i s[4][Q8_PANEL_TOKENS], s2[Q8_PANEL_TOKENS];
         for (int t = 0; t < T; t++) {
             const size_t xb = (size_t)t * nb + b;
+            for (int h = 1; h < CH; h++)
+                s[h][t] = v16i_set1(0);
             if (q6k) {
-                s[t] = v16i_set1(-(xq.isum16[2 * xb] * c));
+                s[0][t] = v16i_set1(-(xq.isum16[2 * xb] * c));
                 s2[t] = v16i_set1(-(xq.isum16[2 * xb + 1] * c));
             } else {
-                s[t] = v16i_set1(-(xq.isum[xb] * c));
+                s[0][t] = v16i_set1(-(xq.isum[xb] * c));
             }
         }
+#pragma GCC unroll 8 /* constant chain indices: the sums stay in registers */
         for (int j = 0; j < nv; j++) {
             const v16i v = v16i_load(pw + 64 * j);
             if (!nib) {
+                const int h = j % CH;
                 for (int t = 0; t < T; t++) {
                     const v16i x = v16i_bcast4(xq.q + (size_t)t * n_in + 32 * b + 4 * j);
                     if (q6k && j >= 4)
                         s2[t] = v16i_dot_small(s2[t], v, x);
                     else if (type != BT_TYPE_Q8_0) /* u < 64 */
-                        s[t] = v16i_dot_small(s[t], v, x);
+                        s[h][t] = v16i_dot_small(s[h][t], v, x);
                     else /* Q8_0: u up to 255 */
-                        s[t] = v16i_dot(s[t], v, x);
+                        s[h][t] = v16i_dot(s[h][t], v, x);
                 }
             } else {
                 v16i lo = v16i_nib_lo(v), hi = v16i_nib_hi(v);
@@ -637,13 +644,17 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
                     lo = v16i_lut16(lo, mxfp4_u);
                     hi = v16i_lut16(hi, mxfp4_u);
                 }
+                const int h0 = (2 * j) % CH, h1 = (2 * j + 1) % CH;
                 for (int t = 0; t < T; t++) {
                     const int8_t *x = xq.q + (size_t)t * n_in + 32 * b + 4 * j;
-                    s[t] = v16i_dot_small(s[t], lo, v16i_bcast4(x));
-                    s[t] = v16i_dot_small(s[t], hi, v16i_bcast4(x + 16));
+                    s[h0][t] = v16i_dot_small(s[h0][t], lo, v16i_bcast4(x));
+                    s[h1][t] = v16i_dot_small(s[h1][t], hi, v16i_bcast4(x + 16));
                 }
             }
         }
+        for (int t = 0; t < T; t++)
+            for (int h = 1; h < CH; h++)
+                s[0][t] = v16i_add(s[0][t], s[h][t]);
         /* the rows' scales (and minimums) of this block, as wpair gives them */
         const uint8_t *sc = pw + 64 * nv;
         v16f dw, dw2 = v16f_zero(), m = v16f_zero();
@@ -663,7 +674,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
         for (int t = 0; t < T; t++) {
             const size_t xb = (size_t)t * nb + b;
             const v16f dx = v16f_set1(xq.d[xb]);
-            acc[t] = v16f_fma(v16f_from_i32(s[t]), v16f_mul(dw, dx), acc[t]);
+            acc[t] = v16f_fma(v16f_from_i32(s[0][t]), v16f_mul(dw, dx), acc[t]);
             if (q6k)
                 acc[t] = v16f_fma(v16f_from_i32(s2[t]), v16f_mul(dw2, dx), acc[t]);
             if (has_min(type))
