@@ -1,0 +1,119 @@
+/*
+ * plan.h: what a pipeline of S stages will deliver, predicted from measured
+ * costs (a profile, `baton-bench --profile`) and a description of the
+ * links, two ways:
+ *   - closed forms of the schedules (fill, steady state, drain; the ring
+ *     of decode), cheap enough to search splits, micro-batch sizes and
+ *     group counts;
+ *   - a discrete-event simulator that runs the same schedules step by step
+ *     as the transport does (a ring of BT_PLAN_SLOTS message slots per
+ *     stage, sends and receives that take link time, compute that takes
+ *     profile time) and can write the Chrome trace of a real run's format.
+ * Knows no MPI, no HDF5 and no model file. Times in seconds, bytes in
+ * bytes. Every figure it gives is a prediction, never a measurement.
+ */
+#ifndef BT_BENCH_PLAN_H
+#define BT_BENCH_PLAN_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* The transport's message slots per stage (stages/transport.h). */
+#define BT_PLAN_SLOTS 3
+
+/* Measured costs of one model at one thread count. Times are per call on
+ * one rank; between measured points they are interpolated linearly, and
+ * beyond the last they grow in proportion (rows) or linearly (context). */
+typedef struct bt_profile {
+    int n_layer;
+    int n_rows;
+    const int *rows;       /* [n_rows] ascending, >= 1 */
+    int n_ctx;
+    const int *ctx;        /* [n_ctx] ascending, >= 0: positions already in the cache */
+    const double *layer_s; /* [n_ctx][n_rows]: one layer on that many rows at that context */
+    const double *head_s;  /* [n_rows]: the final norm and head on that many rows */
+    const double *embed_s; /* [n_rows]: the embedding lookup */
+    double act_bytes_row;  /* bytes a row adds to a stage-boundary message */
+    double msg_bytes;      /* bytes of a message besides its rows */
+} bt_profile_t;
+
+double bt_profile_layer(const bt_profile_t *p, double rows, double ctx);
+double bt_profile_head(const bt_profile_t *p, double rows);
+double bt_profile_embed(const bt_profile_t *p, double rows);
+
+/* The pipeline: stage s owns layers [bounds[s], bounds[s + 1]); each hop
+ * s -> s + 1 (and the last stage's token back to the first) takes latency
+ * plus bytes / bandwidth; slowdown multiplies every compute time (ranks
+ * and threads beyond a node's cores: 1 when each has its own). */
+typedef struct bt_plan_pipe {
+    const bt_profile_t *prof;
+    int n_stages;
+    const int *bounds;
+    double latency_s;
+    double bandwidth_Bps;
+    double slowdown;
+} bt_plan_pipe_t;
+
+/* Compute seconds of stage s on a micro-batch: rows at context ctx, of
+ * which logit_rows need the head (last stage). */
+double bt_plan_stage_s(const bt_plan_pipe_t *p, int s, int rows, int ctx, int logit_rows);
+
+/* Seconds one message of rows takes on a hop. */
+double bt_plan_msg_s(const bt_plan_pipe_t *p, int rows);
+
+typedef enum bt_plan_mode {
+    BT_PLAN_SYNC = 0,  /* --pipeline 0: a micro-batch passes every stage first */
+    BT_PLAN_GPIPE = 1, /* --pipeline 1 */
+} bt_plan_mode_t;
+
+/* Prefill of n_tok prompt tokens from an empty cache in micro-batches of
+ * ub (the last stage computes logits of the last row only): seconds,
+ * closed form. GPipe: a flow shop of stages and links, all micro-batches
+ * alike but the last and the context they see; sync: one after another,
+ * plus the last stage's DONE signal back to the first. */
+double bt_plan_prefill(const bt_plan_pipe_t *p, int n_tok, int ub, bt_plan_mode_t mode);
+
+/* Decode: seconds per step of n_seq sequences (one row each) in n_groups
+ * groups of micro-batches circulating round the ring, at context ctx.
+ * One group: the ring's latency (every stage, every hop, the token back).
+ * G groups: the ring holds them at once, so a step of all takes the larger
+ * of the ring's latency and G times the slowest stage's (or hop's) time on
+ * one group. Aggregate t/s = n_seq / this. */
+double bt_plan_decode(const bt_plan_pipe_t *p, int n_seq, int n_groups, int ctx);
+
+/* A simulated run: what it took, and (optionally) every stage's events. */
+typedef struct bt_plan_event {
+    int stage;
+    int mb;
+    int kind; /* 0 compute, 1 send, 2 waiting for a message or a free slot */
+    double t0, t1;
+} bt_plan_event_t;
+
+typedef struct bt_plan_sim {
+    double seconds;
+    bt_plan_event_t *events; /* NULL unless asked for; free() it */
+    int n_events;
+} bt_plan_sim_t;
+
+/* The same schedules, event by event: a stage computes micro-batch m once
+ * it has m (its receive complete), it has finished m - 1, and its slot
+ * m % BT_PLAN_SLOTS is free again (the send of m - BT_PLAN_SLOTS has
+ * completed); a send starts when the sender has computed m, the hop is
+ * free and the receiver has a free slot for it, and takes bt_plan_msg_s.
+ * Sync mode: the first stage starts m + 1 when the last stage's DONE for
+ * m has arrived (one latency). with_events: fills sim->events. Returns
+ * false (nothing allocated) when out of memory. */
+bool bt_plan_simulate_prefill(const bt_plan_pipe_t *p, int n_tok, int ub, bt_plan_mode_t mode,
+                              bool with_events, bt_plan_sim_t *sim);
+
+/* Decode of n_steps steps for n_seq sequences in n_groups groups: a group
+ * goes round the ring (the last stage returns its tokens to the first,
+ * one latency), then starts its next step. Seconds for all steps. */
+bool bt_plan_simulate_decode(const bt_plan_pipe_t *p, int n_seq, int n_groups, int n_steps,
+                             int ctx, bool with_events, bt_plan_sim_t *sim);
+
+/* Writes the events in the Chrome trace format of `--trace` (one track
+ * per stage, "pid" the stage; names "mb N", "send N", "wait"). */
+bool bt_plan_write_trace(const bt_plan_sim_t *sim, FILE *f);
+
+#endif /* BT_BENCH_PLAN_H */
