@@ -29,6 +29,7 @@
 #include "kernels.h"
 #include "parallel.h"
 #include "params.h"
+#include "profile.h"
 #include "report.h"
 #include "results_h5.h"
 #include "rng.h"
@@ -462,6 +463,34 @@ static int run_all(bench_t *b)
     return st == BT_OK ? 0 : 1;
 }
 
+/* --profile: each model's costs at the first -t and the largest -ub,
+ * printed and (with --hdf5) appended to /profile under this run. */
+static int run_profile(bench_t *b)
+{
+    const bt_bench_params_t *prm = b->params;
+    int ub = 1;
+    for (int i = 0; i < prm->ubatch.n; i++)
+        ub = prm->ubatch.v[i] > ub ? prm->ubatch.v[i] : ub;
+    bt_status_t st = BT_OK;
+    for (int i = 0; i < prm->n_models && st == BT_OK; i++) {
+        const bt_profile_params_t pp = {prm->models[i], prm->ops, prm->threads.v[0], ub,
+                                        (uint32_t)prm->kv_type, prm->profile_ctx.v,
+                                        prm->profile_ctx.n};
+        bt_profile_row_t *rows;
+        int n;
+        if ((st = bt_bench_profile(&pp, &rows, &n)) != BT_OK)
+            break;
+        printf("profile of %s, %d threads:\n", prm->models[i], pp.threads);
+        bt_profile_print(stdout, rows, n);
+        for (int k = 0; k < n; k++)
+            rows[k].run_id = b->run_id;
+        if (prm->hdf5 != NULL)
+            st = bt_h5_append_profile(prm->hdf5, rows, n);
+        free(rows);
+    }
+    return st == BT_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -491,9 +520,15 @@ int main(int argc, char **argv)
             bt_log_error("--kernels times one process; run it with one rank, not %d", b.size);
         st = b.size > 1 ? BT_ERR_ARG : bt_bench_kernels(&prm, stdout);
         rc = st == BT_OK ? 0 : st == BT_ERR_ARG ? 2 : 1;
+    } else if (prm.profile && b.size > 1) {
+        if (b.rank == 0)
+            bt_log_error("--profile measures one rank; run it with one rank, not %d", b.size);
+        rc = 2;
     } else if (gather_provenance(&b, argc, argv) != BT_OK || probe_links(&b) != BT_OK ||
                prepare_outputs(&b) != BT_OK) {
         rc = 1;
+    } else if (prm.profile) {
+        rc = run_profile(&b);
     } else {
         rc = run_all(&b);
     }

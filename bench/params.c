@@ -151,7 +151,11 @@ void bt_bench_usage(FILE *f)
             "      --kernel-tokens LIST  prefill tokens for GEMM (default 64,128,512)\n"
             "      --kernel-time SECONDS sampling time per measurement (default 0.1)\n"
             "      --kernel-bw-mib N     read-bandwidth buffer (default 512)\n"
-            "      --ref-kernels         also time the scalar reference kernels\n");
+            "      --ref-kernels         also time the scalar reference kernels\n"
+            "Cost profile for baton-plan (one rank; -m, -t, -ub, --ops, --kv-type, --hdf5 apply):\n"
+            "      --profile             time one layer on 1, 2, 4, ... -ub rows at each context,\n"
+            "                            the head and the embedding; write /profile to --hdf5\n"
+            "      --profile-ctx LIST    contexts the layers are timed at (default 0,512,2048)\n");
 }
 
 static bt_status_t add_models(bt_bench_params_t *p, const char *s)
@@ -313,6 +317,9 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
         } else if (!strcmp(a, "--ref-kernels")) {
             p->ref_kernels = true;
             takes_value = false;
+        } else if (!strcmp(a, "--profile")) {
+            p->profile = true;
+            takes_value = false;
         } else if (val == NULL && a[0] == '-') {
             bool known = false;
             static const char *const with_value[] = {
@@ -323,7 +330,7 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
                 "--output", "--hdf5",
                 "--trace-dir",
                 "--kernel-types", "--kernel-shapes", "--kernel-tokens", "--kernel-time",
-                "--kernel-bw-mib"};
+                "--kernel-bw-mib", "--profile-ctx"};
             for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
                 known = known || !strcmp(a, with_value[k]);
             bt_log_error(known ? "option '%s' needs a value" : "unknown option '%s'", a);
@@ -390,6 +397,8 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             p->kernel_shapes = val;
         } else if (!strcmp(a, "--kernel-tokens")) {
             st = bt_parse_list(a, val, 1, 1 << 16, &p->kernel_tokens);
+        } else if (!strcmp(a, "--profile-ctx")) {
+            st = bt_parse_list(a, val, 0, 1 << 20, &p->profile_ctx);
         } else if (!strcmp(a, "--kernel-time")) {
             st = parse_float_arg(a, val, &p->kernel_time);
         } else if (!strcmp(a, "--kernel-bw-mib")) {
@@ -423,6 +432,8 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
     }
     if (st == BT_OK && p->kernel_tokens.n == 0)
         st = bt_parse_list("default", "64,128,512", 1, 1 << 16, &p->kernel_tokens);
+    if (st == BT_OK && p->profile_ctx.n == 0)
+        st = bt_parse_list("default", "0,512,2048", 0, 1 << 20, &p->profile_ctx);
     if (st == BT_OK && p->n_models == 0 && !p->kernels) {
         bt_log_error("no model given (-m FILE)");
         st = BT_ERR_ARG;
@@ -442,6 +453,7 @@ void bt_bench_params_free(bt_bench_params_t *p)
     for (int i = 0; i < BT_N_LISTS; i++)
         bt_int_list_free(lists[i]);
     bt_int_list_free(&p->kernel_tokens);
+    bt_int_list_free(&p->profile_ctx);
     free(p->pg);
     for (int i = 0; i < p->n_splits; i++)
         free(p->splits[i].ratios);

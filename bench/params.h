@@ -68,6 +68,9 @@ typedef struct bt_bench_params {
     bt_int_list_t kernel_tokens; /* prefill token counts (default 64,128,512) */
     double kernel_time;        /* seconds of samples per measurement */
     int kernel_bw_mib;         /* read-bandwidth buffer */
+    /* --profile: the costs baton-plan predicts from (bench/profile.h) */
+    bool profile;
+    bt_int_list_t profile_ctx; /* contexts the layers are timed at (default 0,512,2048) */
 } bt_bench_params_t;
 
 /* One test of the cartesian product. */

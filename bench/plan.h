@@ -16,7 +16,9 @@
 #define BT_BENCH_PLAN_H
 
 #include <stdbool.h>
-#include <stdio.h>
+
+#include "common.h"
+#include "stages/trace.h"
 
 /* The transport's message slots per stage (stages/transport.h). */
 #define BT_PLAN_SLOTS 3
@@ -81,39 +83,40 @@ double bt_plan_prefill(const bt_plan_pipe_t *p, int n_tok, int ub, bt_plan_mode_
  * one group. Aggregate t/s = n_seq / this. */
 double bt_plan_decode(const bt_plan_pipe_t *p, int n_seq, int n_groups, int ctx);
 
-/* A simulated run: what it took, and (optionally) every stage's events. */
-typedef struct bt_plan_event {
-    int stage;
-    int mb;
-    int kind; /* 0 compute, 1 send, 2 waiting for a message or a free slot */
-    double t0, t1;
-} bt_plan_event_t;
-
+/* A simulated run: what it took and, when asked for, every stage's events
+ * (stages/trace.h's kinds: compute, waiting for a message, waiting for a
+ * free slot), stage by stage, counts[s] of them for stage s. */
 typedef struct bt_plan_sim {
     double seconds;
-    bt_plan_event_t *events; /* NULL unless asked for; free() it */
-    int n_events;
+    int n_stages;
+    bt_event_t *events; /* NULL unless asked for */
+    int *counts;        /* [n_stages] */
 } bt_plan_sim_t;
 
-/* The same schedules, event by event: a stage computes micro-batch m once
- * it has m (its receive complete), it has finished m - 1, and its slot
- * m % BT_PLAN_SLOTS is free again (the send of m - BT_PLAN_SLOTS has
+void bt_plan_sim_free(bt_plan_sim_t *sim);
+
+/* The same schedules, event by event, as the transport runs them: stage s
+ * computes micro-batch m once it has received m, finished m - 1 and has
+ * slot m % BT_PLAN_SLOTS free again (its send of m - BT_PLAN_SLOTS has
  * completed); a send starts when the sender has computed m, the hop is
- * free and the receiver has a free slot for it, and takes bt_plan_msg_s.
- * Sync mode: the first stage starts m + 1 when the last stage's DONE for
- * m has arrived (one latency). with_events: fills sim->events. Returns
- * false (nothing allocated) when out of memory. */
-bool bt_plan_simulate_prefill(const bt_plan_pipe_t *p, int n_tok, int ub, bt_plan_mode_t mode,
-                              bool with_events, bt_plan_sim_t *sim);
+ * free and the receiver has posted the receive of m (which it does once it
+ * has received m - 1 and the slot is free), and takes bt_plan_msg_s (the
+ * rendezvous of a large message). Sync mode: the first stage starts m + 1
+ * when the last stage's DONE for m has arrived (one latency). The run ends
+ * when the first stage has the token after the last position (one more
+ * latency round the ring). BT_ERR_NOMEM when out of memory. */
+bt_status_t bt_plan_simulate_prefill(const bt_plan_pipe_t *p, int n_tok, int ub,
+                                     bt_plan_mode_t mode, bool with_events, bt_plan_sim_t *sim);
 
-/* Decode of n_steps steps for n_seq sequences in n_groups groups: a group
- * goes round the ring (the last stage returns its tokens to the first,
- * one latency), then starts its next step. Seconds for all steps. */
-bool bt_plan_simulate_decode(const bt_plan_pipe_t *p, int n_seq, int n_groups, int n_steps,
-                             int ctx, bool with_events, bt_plan_sim_t *sim);
+/* Decode of n_steps steps for n_seq sequences in n_groups groups: the
+ * first stage issues the groups in turn; a group goes round the ring
+ * (every stage, every hop, its tokens back to the first stage: one
+ * latency) before its next step. */
+bt_status_t bt_plan_simulate_decode(const bt_plan_pipe_t *p, int n_seq, int n_groups,
+                                    int n_steps, int ctx, bool with_events, bt_plan_sim_t *sim);
 
-/* Writes the events in the Chrome trace format of `--trace` (one track
- * per stage, "pid" the stage; names "mb N", "send N", "wait"). */
-bool bt_plan_write_trace(const bt_plan_sim_t *sim, FILE *f);
+/* Writes the events as `--trace` writes a real run's (Chrome trace JSON,
+ * one track per stage), so both open side by side. */
+bt_status_t bt_plan_write_trace(const bt_plan_sim_t *sim, const char *path);
 
 #endif /* BT_BENCH_PLAN_H */

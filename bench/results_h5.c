@@ -17,14 +17,7 @@ typedef struct h5_run {
     bt_run_info_t info;
 } h5_run_t;
 
-typedef struct h5_result {
-    int64_t row_id, run_id;
-    char test_time[32], test[48], model_filename[512], model_type[64], backend[16];
-    uint64_t model_size, model_n_params;
-    int32_t n_batch, n_ubatch, n_threads, n_prompt, n_gen, n_ranks, pipeline, n_parallel, reps;
-    char layer_split[128], tensor_split[128];
-    double avg_ns, stddev_ns, avg_ts, stddev_ts;
-} h5_result_t;
+typedef bt_h5_result_t h5_result_t;
 
 typedef struct h5_sample {
     int64_t row_id;
@@ -39,10 +32,7 @@ typedef struct h5_stage {
     double busy_s, wait_s, send_s, recv_s;
 } h5_stage_t;
 
-typedef struct h5_link {
-    int64_t run_id;
-    bt_run_link_t link;
-} h5_link_t;
+typedef bt_h5_link_t h5_link_t;
 
 /* ---- errors ---- */
 
@@ -177,6 +167,22 @@ static hid_t link_type(void)
     return t;
 }
 
+static hid_t profile_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(bt_profile_row_t));
+    INSERT(t, bt_profile_row_t, run_id, H5T_NATIVE_INT64);
+    INSERT_STR(t, bt_profile_row_t, model_filename);
+    INSERT_STR(t, bt_profile_row_t, kind);
+    INSERT(t, bt_profile_row_t, n_rows, H5T_NATIVE_INT32);
+    INSERT(t, bt_profile_row_t, n_ctx, H5T_NATIVE_INT32);
+    INSERT(t, bt_profile_row_t, n_threads, H5T_NATIVE_INT32);
+    INSERT(t, bt_profile_row_t, n_layer, H5T_NATIVE_INT32);
+    INSERT(t, bt_profile_row_t, seconds, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_profile_row_t, act_bytes_row, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_profile_row_t, msg_bytes, H5T_NATIVE_DOUBLE);
+    return t;
+}
+
 typedef struct dset_spec {
     const char *name;
     hid_t (*type)(void);
@@ -189,8 +195,9 @@ static const dset_spec_t dsets[] = {
     {"samples", sample_type, 64},
     {"stage_times", stage_type, 32},
     {"links", link_type, 16},
+    {"profile", profile_type, 64},
 };
-enum { D_RUNS, D_RESULTS, D_SAMPLES, D_STAGES, D_LINKS, D_COUNT };
+enum { D_RUNS, D_RESULTS, D_SAMPLES, D_STAGES, D_LINKS, D_PROFILE, D_COUNT };
 
 /* ---- file ---- */
 
@@ -275,7 +282,7 @@ static bt_status_t check_version(hid_t f, const char *path)
                      path, BT_H5_FORMAT_VERSION);
     else if (version < BT_H5_FORMAT_VERSION)
         bt_log_error("hdf5: %s is format version %d, older than version %d that this build "
-                     "writes (its rows lack fields such as n_parallel); refusing to append to "
+                     "writes (it lacks fields such as n_parallel or /profile); refusing to use "
                      "it: give --hdf5 a new file", path, version, BT_H5_FORMAT_VERSION);
     else
         bt_log_error("hdf5: %s is format version %d, newer than version %d that this build "
@@ -507,4 +514,93 @@ bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t 
     free(samples);
     free(stages);
     return close_file(f, path, st);
+}
+
+bt_status_t bt_h5_append_profile(const char *path, const bt_profile_row_t *rows, int n)
+{
+    hid_t f;
+    bt_status_t st = open_checked(path, &f);
+    if (st != BT_OK)
+        return st;
+    bt_profile_row_t *rec = calloc(n > 0 ? (size_t)n : 1, sizeof *rec);
+    if (rec == NULL)
+        return close_file(f, path, BT_ERR_NOMEM);
+    for (int i = 0; i < n; i++) { /* zeroed padding: every byte of a record reaches the file */
+        memset(&rec[i], 0, sizeof rec[i]);
+        rec[i].run_id = rows[i].run_id;
+        snprintf(rec[i].model_filename, sizeof rec[i].model_filename, "%s",
+                 rows[i].model_filename);
+        snprintf(rec[i].kind, sizeof rec[i].kind, "%s", rows[i].kind);
+        rec[i].n_rows = rows[i].n_rows;
+        rec[i].n_ctx = rows[i].n_ctx;
+        rec[i].n_threads = rows[i].n_threads;
+        rec[i].n_layer = rows[i].n_layer;
+        rec[i].seconds = rows[i].seconds;
+        rec[i].act_bytes_row = rows[i].act_bytes_row;
+        rec[i].msg_bytes = rows[i].msg_bytes;
+    }
+    st = append(f, path, D_PROFILE, rec, (hsize_t)n, NULL);
+    free(rec);
+    return close_file(f, path, st);
+}
+
+/* Every row of dataset which into *rows (records of size rec). */
+static bt_status_t read_rows(const char *path, int which, size_t rec, void **rows, int *n)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    *rows = NULL;
+    *n = 0;
+    if (access(path, R_OK) != 0) {
+        bt_log_error("hdf5: cannot read %s", path);
+        return BT_ERR_IO;
+    }
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        return h5_error(path, "opening the file for reading");
+    bt_status_t st = check_layout(f, path);
+    hid_t d = -1, type = -1, sp = -1;
+    if (st != BT_OK)
+        goto done;
+    d = H5Dopen2(f, dsets[which].name, H5P_DEFAULT);
+    type = dsets[which].type();
+    BT_H5_CHECK(d, "opening a dataset");
+    sp = H5Dget_space(d);
+    hsize_t count;
+    H5Sget_simple_extent_dims(sp, &count, NULL);
+    *rows = calloc(count > 0 ? (size_t)count : 1, rec);
+    if (*rows == NULL) {
+        st = BT_ERR_NOMEM;
+        goto done;
+    }
+    if (count > 0)
+        BT_H5_CHECK(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, *rows), "reading rows");
+    *n = (int)count;
+done:
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (type >= 0)
+        H5Tclose(type);
+    if (d >= 0)
+        H5Dclose(d);
+    if (st != BT_OK) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+    }
+    return close_file(f, path, st);
+}
+
+bt_status_t bt_h5_read_profile(const char *path, bt_profile_row_t **rows, int *n)
+{
+    return read_rows(path, D_PROFILE, sizeof **rows, (void **)rows, n);
+}
+
+bt_status_t bt_h5_read_results(const char *path, bt_h5_result_t **rows, int *n)
+{
+    return read_rows(path, D_RESULTS, sizeof **rows, (void **)rows, n);
+}
+
+bt_status_t bt_h5_read_links(const char *path, bt_h5_link_t **rows, int *n)
+{
+    return read_rows(path, D_LINKS, sizeof **rows, (void **)rows, n);
 }

@@ -12,6 +12,9 @@
  *   /stage_times  one row per test and rank (busy, wait, send, recv seconds)
  *   /links        one row per run and pipeline link s -> s+1: the link
  *                 probe's latency and bandwidth (stages/linkprobe.h)
+ *   /profile      `--profile`: one row per measured cost (a layer, the head,
+ *                 the embedding at a number of rows and a context), with
+ *                 the run_id of the run that measured it (bench/plan.h)
  * Root attributes: format, format_version, created, creator.
  *
  * The file is opened, appended to and closed for each row, so a run killed
@@ -29,7 +32,7 @@
 #include "report.h"
 
 #define BT_H5_FORMAT "baton-bench results"
-#define BT_H5_FORMAT_VERSION 3 /* 2: /links added; 3: n_parallel in /results */
+#define BT_H5_FORMAT_VERSION 4 /* 2: /links added; 3: n_parallel in /results; 4: /profile */
 
 typedef struct bt_run_info {
     char start_time[32];
@@ -53,6 +56,36 @@ typedef struct bt_run_link {
     int32_t lat_round_trips, bw_round_trips;
 } bt_run_link_t;
 
+/* One measured cost of `baton-bench --profile`, as stored in /profile. */
+typedef struct bt_profile_row {
+    int64_t run_id;
+    char model_filename[512];
+    char kind[16];          /* "layer" (one layer), "head", "embed" */
+    int32_t n_rows;         /* rows of the micro-batch */
+    int32_t n_ctx;          /* positions already in the cache */
+    int32_t n_threads;
+    int32_t n_layer;        /* of the model */
+    double seconds;         /* per call: the median of the repetitions */
+    double act_bytes_row;   /* bytes a row adds to a stage-boundary message */
+    double msg_bytes;       /* bytes of a message besides its rows */
+} bt_profile_row_t;
+
+/* A /results row as read back (the fields a planner compares with). */
+typedef struct bt_h5_result {
+    int64_t row_id, run_id;
+    char test_time[32], test[48], model_filename[512], model_type[64], backend[16];
+    uint64_t model_size, model_n_params;
+    int32_t n_batch, n_ubatch, n_threads, n_prompt, n_gen, n_ranks, pipeline, n_parallel, reps;
+    char layer_split[128], tensor_split[128];
+    double avg_ns, stddev_ns, avg_ts, stddev_ts;
+} bt_h5_result_t;
+
+/* A /links row as read back. */
+typedef struct bt_h5_link {
+    int64_t run_id;
+    bt_run_link_t link;
+} bt_h5_link_t;
+
 /* Creates path (or checks an existing one has this layout) and appends the
  * run's provenance row and its n_links link rows (links may be NULL when
  * n_links is 0); *run_id identifies the run in later rows. */
@@ -62,5 +95,15 @@ bt_status_t bt_h5_begin_run(const char *path, const bt_run_info_t *run,
 /* Appends one test's row, its samples and its per-rank stage times. */
 bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t *row,
                          const char *const *rank_hosts);
+
+/* Appends a run's profile rows (--profile), run_id set by the caller. */
+bt_status_t bt_h5_append_profile(const char *path, const bt_profile_row_t *rows, int n);
+
+/* Every row of /profile, /results or /links of a results file of this
+ * format version (malloc'd into *rows, *n of them; free() it). A file of
+ * another layout or version is refused with one message. */
+bt_status_t bt_h5_read_profile(const char *path, bt_profile_row_t **rows, int *n);
+bt_status_t bt_h5_read_results(const char *path, bt_h5_result_t **rows, int *n);
+bt_status_t bt_h5_read_links(const char *path, bt_h5_link_t **rows, int *n);
 
 #endif /* BT_BENCH_RESULTS_H5_H */

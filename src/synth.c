@@ -70,13 +70,30 @@ static const bt_synth_shape_t shapes[] = {
     {.name = "gemma3-270m", .arch = "gemma3", .n_vocab = 262144, .n_embd = 640, .n_layer = 18,
      .n_head = 4, .n_head_kv = 1, .n_ff = 2048, .n_ctx_train = 32768, .rope_base = 1e6f,
      .rms_eps = 1e-6f, .tied = true, .head_dim = 256, .n_swa = 512},
+    /* the models people split over nodes, at their real sizes (baton-plan's
+     * scale study; a file of them needs a machine with the memory) */
+    {.name = "llama3-70b", .arch = "llama", .n_vocab = 128256, .n_embd = 8192, .n_layer = 80,
+     .n_head = 64, .n_head_kv = 8, .n_ff = 28672, .n_ctx_train = 131072,
+     .rope_base = 500000.0f, .rms_eps = 1e-5f},
+    {.name = "qwen3-235b-a22b", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 4096,
+     .n_layer = 94, .n_head = 64, .n_head_kv = 4, .n_ff = 12288, .n_ctx_train = 40960,
+     .rope_base = 1e6f, .rms_eps = 1e-6f, .head_dim = 128, .n_expert = 128,
+     .n_expert_used = 8, .n_ff_exp = 1536},
+    /* a 284 B-parameter MoE of gpt-oss's layout (the reference PR's model
+     * size; its own configuration is not used here): 44 layers of 256
+     * experts of 2880, 4 per token */
+    {.name = "moe-284b", .arch = "gpt-oss", .n_vocab = 201088, .n_embd = 2880, .n_layer = 44,
+     .n_head = 64, .n_head_kv = 8, .n_ff = 2880, .n_ctx_train = 131072, .rope_base = 150000.0f,
+     .rms_eps = 1e-5f, .head_dim = 64, .n_swa = 128, .n_expert = 256, .n_expert_used = 4,
+     .n_ff_exp = 2880, .yarn_factor = 32.0f, .yarn_orig = 4096},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 const char *bt_synth_shape_names(void)
 {
     return "tiny, smollm2-135m, llama-1b, llama3-8b, qwen2-0.5b, qwen3-0.6b, qwen3-30b-a3b, "
-           "qwen3moe-mini, gpt-oss-20b, gpt-oss-mini, gemma3-270m";
+           "qwen3moe-mini, gpt-oss-20b, gpt-oss-mini, gemma3-270m, llama3-70b, qwen3-235b-a22b, "
+           "moe-284b";
 }
 
 bt_status_t bt_synth_shape(const char *name, bt_synth_shape_t *out)

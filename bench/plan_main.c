@@ -1,0 +1,712 @@
+/*
+ * baton-plan: what S nodes will deliver, predicted from a measured cost
+ * profile (`baton-bench --profile --hdf5 FILE`) and the links, before
+ * anyone allocates them (bench/plan.h has the model and the simulator).
+ *   baton-plan --profile results.h5 --nodes 1-16 --latency 20us --bandwidth 100Gbit
+ *   baton-plan --profile results.h5 --compare results.h5
+ * The first prints, per node count, the best split, -ub and decode group
+ * count with their predicted pp/tg; the second predicts every row of a
+ * results file's /results and prints the error against what was measured.
+ * Every figure it prints is a prediction; the output says so.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/types.h"
+#include "params.h"
+#include "plan.h"
+#include "results_h5.h"
+#include "stages/partition.h"
+#include "synth.h"
+
+typedef struct plan_args {
+    const char *profile, *links, *compare, *trace;
+    const char *shape, *type; /* a profile from a shape and a node's rates, not measured */
+    double node_flops, node_Bps, node_mem, node_overhead_s;
+    bt_int_list_t nodes, ubatch, parallel;
+    int ranks_per_node, cores_per_node, n_prompt, n_gen, threads;
+    double latency_s, bandwidth_Bps;
+    bool help;
+} plan_args_t;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: baton-plan --profile FILE.h5 [options]\n"
+            "Predicts pipeline throughput from `baton-bench --profile --hdf5 FILE.h5`.\n"
+            "  --profile FILE        results file with a /profile (the last one of -t threads)\n"
+            "  --shape NAME          or a profile from a model shape (baton-mkmodel's names) and\n"
+            "  --type T              its weight type (default q4_k), on a node that does\n"
+            "  --node-tflops X       X dense TFLOP/s and reads\n"
+            "  --node-gbs Y          Y GB/s of memory (each layer: the larger of the two times)\n"
+            "  --node-mem Z          with Z GiB of memory a node (marks splits that do not fit)\n"
+            "  --node-overhead-us U  and U us of fixed cost a layer call (default 20)\n"
+            "  -t, --threads N       the profile's thread count to use (default: the last one)\n"
+            "  --nodes LIST          node counts to predict (default 1-8)\n"
+            "  --ranks-per-node N    pipeline stages per node (default 1)\n"
+            "  --cores-per-node N    cores a node has: ranks x threads beyond it share them\n"
+            "                        (default: this machine's)\n"
+            "  --links FILE          latency and bandwidth: the mean of FILE's /links\n"
+            "  --latency T           one-way latency per hop, e.g. 20us, 1.5ms (default 20us)\n"
+            "  --bandwidth B         per hop, e.g. 100Gbit, 1Gbit, 800Mbit (default 100Gbit)\n"
+            "  -p N, -n N            prompt length and decode steps (default 512, 128)\n"
+            "  -ub LIST              micro-batch sizes to choose from (default: the profile's)\n"
+            "  --parallel LIST       sequences decoding at once (default 1,16,64)\n"
+            "  --compare FILE        predict every row of FILE's /results; print the errors\n"
+            "  --trace FILE.json     the simulated timeline of the first comparison (or of\n"
+            "                        the largest node count's best prefill)\n");
+}
+
+/* "20us", "1.5ms", "0.1s", "5e-6" (seconds) */
+static bool parse_time(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double unit = !strcmp(end, "us") ? 1e-6 : !strcmp(end, "ms") ? 1e-3
+                  : !strcmp(end, "s") || !*end ? 1.0 : -1.0;
+    *out = v * unit;
+    return end != s && unit > 0 && v >= 0 && isfinite(v);
+}
+
+/* "100Gbit", "1Gbit", "800Mbit", "10kbit", "1e9" (bits/s) -> bytes/s */
+static bool parse_rate(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double unit = !strcmp(end, "Gbit") ? 1e9 : !strcmp(end, "Mbit") ? 1e6
+                  : !strcmp(end, "kbit") ? 1e3 : !strcmp(end, "bit") || !*end ? 1.0 : -1.0;
+    *out = v * unit / 8.0;
+    return end != s && unit > 0 && v > 0 && isfinite(v);
+}
+
+static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
+{
+    *a = (plan_args_t){.ranks_per_node = 1, .n_prompt = 512, .n_gen = 128, .latency_s = 20e-6,
+                       .node_overhead_s = 20e-6,
+                       .bandwidth_Bps = 100e9 / 8, .cores_per_node = (int)sysconf(_SC_NPROCESSORS_ONLN)};
+    bt_status_t st = BT_OK;
+    for (int i = 1; i < argc && st == BT_OK; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            a->help = true;
+            return BT_OK;
+        }
+        if (v == NULL) {
+            bt_log_error("option '%s' needs a value (or is unknown)", o);
+            return BT_ERR_ARG;
+        }
+        i++;
+        long n = strtol(v, NULL, 10);
+        if (!strcmp(o, "--profile"))
+            a->profile = v;
+        else if (!strcmp(o, "--links"))
+            a->links = v;
+        else if (!strcmp(o, "--compare"))
+            a->compare = v;
+        else if (!strcmp(o, "--shape"))
+            a->shape = v;
+        else if (!strcmp(o, "--type"))
+            a->type = v;
+        else if (!strcmp(o, "--node-tflops") || !strcmp(o, "--node-gbs") ||
+                 !strcmp(o, "--node-mem") || !strcmp(o, "--node-overhead-us")) {
+            char *end;
+            const double x = strtod(v, &end);
+            if (end == v || *end || !(x > 0) || !isfinite(x)) {
+                bt_log_error("%s: '%s' is not a positive number", o, v);
+                st = BT_ERR_ARG;
+            }
+            if (!strcmp(o, "--node-tflops"))
+                a->node_flops = x * 1e12;
+            else if (!strcmp(o, "--node-gbs"))
+                a->node_Bps = x * 1e9;
+            else if (!strcmp(o, "--node-overhead-us"))
+                a->node_overhead_s = x * 1e-6;
+            else
+                a->node_mem = x * 1073741824.0;
+        }
+        else if (!strcmp(o, "--trace"))
+            a->trace = v;
+        else if (!strcmp(o, "--nodes"))
+            st = bt_parse_list(o, v, 1, 4096, &a->nodes);
+        else if (!strcmp(o, "-ub") || !strcmp(o, "--ubatch-size"))
+            st = bt_parse_list(o, v, 1, 1 << 16, &a->ubatch);
+        else if (!strcmp(o, "--parallel"))
+            st = bt_parse_list(o, v, 1, 1 << 16, &a->parallel);
+        else if (!strcmp(o, "--latency") && !parse_time(v, &a->latency_s))
+            st = (bt_log_error("--latency: '%s' is not a time (20us, 1.5ms)", v), BT_ERR_ARG);
+        else if (!strcmp(o, "--bandwidth") && !parse_rate(v, &a->bandwidth_Bps))
+            st = (bt_log_error("--bandwidth: '%s' is not a rate (100Gbit, 800Mbit)", v), BT_ERR_ARG);
+        else if (!strcmp(o, "--ranks-per-node") || !strcmp(o, "--cores-per-node") ||
+                 !strcmp(o, "-p") || !strcmp(o, "-n") || !strcmp(o, "-t") ||
+                 !strcmp(o, "--threads")) {
+            if (n < (strcmp(o, "-n") ? 1 : 0) || n > 1 << 20) {
+                bt_log_error("%s: '%s' is out of range", o, v);
+                st = BT_ERR_ARG;
+            }
+            int *dst = !strcmp(o, "--ranks-per-node")   ? &a->ranks_per_node
+                       : !strcmp(o, "--cores-per-node") ? &a->cores_per_node
+                       : !strcmp(o, "-p")               ? &a->n_prompt
+                       : !strcmp(o, "-n")               ? &a->n_gen
+                                                        : &a->threads;
+            *dst = (int)n;
+        } else if (strcmp(o, "--latency") && strcmp(o, "--bandwidth")) {
+            bt_log_error("unknown option '%s'", o);
+            st = BT_ERR_ARG;
+        }
+    }
+    if (st == BT_OK && a->profile == NULL && a->shape == NULL) {
+        bt_log_error("no profile given (--profile FILE.h5 from baton-bench --profile --hdf5, or "
+                     "--shape NAME with --node-tflops and --node-gbs)");
+        st = BT_ERR_ARG;
+    }
+    if (st == BT_OK && a->shape != NULL && (a->node_flops <= 0 || a->node_Bps <= 0)) {
+        bt_log_error("--shape %s: give the node's rates (--node-tflops and --node-gbs)", a->shape);
+        st = BT_ERR_ARG;
+    }
+    if (st == BT_OK && a->nodes.n == 0)
+        st = bt_parse_list("default", "1-8", 1, 4096, &a->nodes);
+    if (st == BT_OK && a->parallel.n == 0)
+        st = bt_parse_list("default", "1,16,64", 1, 1 << 16, &a->parallel);
+    return st;
+}
+
+/* ---- the profile as bench/plan.h takes it ---- */
+
+typedef struct loaded {
+    bt_profile_t p;
+    int *rows, *ctx;
+    double *layer, *head, *embed;
+    int threads;
+    char model[512];
+    double weight_bytes; /* all weights (a shape's profile; 0: unknown) */
+    double kv_pos_layer; /* KV cache bytes per position and layer */
+} loaded_t;
+
+static int cmp_int(const void *a, const void *b)
+{
+    return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+/* Sorted distinct values of v[0..n) in place; returns their count. */
+static int distinct(int *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_int);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (k == 0 || v[i] != v[k - 1])
+            v[k++] = v[i];
+    return k;
+}
+
+/* The rows of the last profiled run at `threads` (0: the last run). */
+static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
+{
+    bt_profile_row_t *r;
+    int n;
+    *L = (loaded_t){0};
+    bt_status_t st = bt_h5_read_profile(path, &r, &n);
+    if (st != BT_OK)
+        return st;
+    int64_t run = -1;
+    for (int i = 0; i < n; i++)
+        if (threads == 0 || r[i].n_threads == threads)
+            run = r[i].run_id > run ? r[i].run_id : run;
+    if (run < 0) {
+        bt_log_error("%s: no /profile rows%s%s (run baton-bench --profile --hdf5 %s%s)", path,
+                     threads ? " at -t " : "", threads ? "that thread count" : "", path,
+                     threads ? " -t N" : "");
+        free(r);
+        return BT_ERR_ARG;
+    }
+    L->rows = malloc(sizeof(int) * (size_t)n);
+    L->ctx = malloc(sizeof(int) * (size_t)n);
+    int nr = 0, nc = 0;
+    for (int i = 0; i < n; i++)
+        if (r[i].run_id == run && !strcmp(r[i].kind, "layer")) {
+            L->rows[nr++] = r[i].n_rows;
+            L->ctx[nc++] = r[i].n_ctx;
+        }
+    nr = distinct(L->rows, nr);
+    nc = distinct(L->ctx, nc);
+    L->layer = calloc((size_t)(nr * nc + 1), sizeof(double));
+    L->head = calloc((size_t)nr + 1, sizeof(double));
+    L->embed = calloc((size_t)nr + 1, sizeof(double));
+    for (int i = 0; i < n; i++) {
+        if (r[i].run_id != run)
+            continue;
+        const int *ri = bsearch(&r[i].n_rows, L->rows, (size_t)nr, sizeof(int), cmp_int);
+        if (ri == NULL)
+            continue;
+        const int k = (int)(ri - L->rows);
+        if (!strcmp(r[i].kind, "layer")) {
+            const int *ci = bsearch(&r[i].n_ctx, L->ctx, (size_t)nc, sizeof(int), cmp_int);
+            L->layer[(ci - L->ctx) * nr + k] = r[i].seconds;
+        } else {
+            (!strcmp(r[i].kind, "head") ? L->head : L->embed)[k] = r[i].seconds;
+        }
+        L->threads = r[i].n_threads;
+        L->p.n_layer = r[i].n_layer;
+        L->p.act_bytes_row = r[i].act_bytes_row;
+        L->p.msg_bytes = r[i].msg_bytes;
+        snprintf(L->model, sizeof L->model, "%s", r[i].model_filename);
+    }
+    free(r);
+    L->p.n_rows = nr;
+    L->p.rows = L->rows;
+    L->p.n_ctx = nc;
+    L->p.ctx = L->ctx;
+    L->p.layer_s = L->layer;
+    L->p.head_s = L->head;
+    L->p.embed_s = L->embed;
+    return nr > 0 ? BT_OK : BT_ERR_ARG;
+}
+
+static void loaded_free(loaded_t *L)
+{
+    free(L->rows);
+    free(L->ctx);
+    free(L->layer);
+    free(L->head);
+    free(L->embed);
+}
+
+/* The mean latency and bandwidth of a results file's /links (of its last
+ * run that has any). */
+static bt_status_t load_links(const char *path, int64_t run, double *lat, double *bw)
+{
+    bt_h5_link_t *l;
+    int n;
+    bt_status_t st = bt_h5_read_links(path, &l, &n);
+    if (st != BT_OK)
+        return st;
+    int64_t last = -1;
+    for (int i = 0; i < n; i++)
+        last = l[i].run_id > last ? l[i].run_id : last;
+    if (run < 0)
+        run = last;
+    double sl = 0, sb = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (l[i].run_id == run) {
+            sl += l[i].link.latency_us * 1e-6;
+            sb += l[i].link.bandwidth_MBps * 1e6;
+            k++;
+        }
+    free(l);
+    if (k > 0) {
+        *lat = sl / k;
+        *bw = sb / k;
+    }
+    return k > 0 || run != last ? BT_OK : BT_ERR_ARG;
+}
+
+/* ---- predictions ---- */
+
+typedef struct pred {
+    double model_ts, sim_ts;
+} pred_t;
+
+/* Compute slowdown when S ranks of `threads` share a node's cores. */
+static double slowdown(int ranks_on_node, int threads, int cores)
+{
+    const double want = (double)ranks_on_node * threads;
+    return cores > 0 && want > cores ? want / cores : 1.0;
+}
+
+/* The compute slowdown of a rank: a shape's node rates are shared by its
+ * ranks; a measured profile's threads by the node's cores. */
+static double node_share(const plan_args_t *a, const loaded_t *L)
+{
+    return a->shape ? a->ranks_per_node
+                    : slowdown(a->ranks_per_node, L->threads, a->cores_per_node);
+}
+
+/* The split of n_layer over S by compute (the head once per prompt). */
+static void split(const bt_profile_t *p, int S, int ub, int n_tok, int *bounds)
+{
+    const int M = (n_tok + ub - 1) / ub;
+    const bt_stage_costs_t c = {.layer = bt_profile_layer(p, ub, 0),
+                                .embed = bt_profile_embed(p, ub),
+                                .head = bt_profile_head(p, 1) / (M > 0 ? M : 1)};
+    bt_log_capture(1);
+    if (bt_partition(p->n_layer, S, NULL, 0, &c, NULL, bounds) != BT_OK)
+        for (int s = 0; s <= S; s++)
+            bounds[s] = p->n_layer * s / S;
+    bt_log_flush_captured(0);
+    bt_log_capture(0);
+}
+
+static pred_t predict_pp(const bt_plan_pipe_t *pp, int n_tok, int ub, bt_plan_mode_t mode)
+{
+    pred_t r = {n_tok / bt_plan_prefill(pp, n_tok, ub, mode), NAN};
+    bt_plan_sim_t sim;
+    if (bt_plan_simulate_prefill(pp, n_tok, ub, mode, false, &sim) == BT_OK)
+        r.sim_ts = n_tok / sim.seconds;
+    return r;
+}
+
+/* n_gen steps of P sequences in G groups from an empty cache (context k
+ * at step k). */
+static pred_t predict_tg(const bt_plan_pipe_t *pp, int n_gen, int P, int G)
+{
+    double t = 0.0;
+    for (int k = 0; k < n_gen; k++)
+        t += bt_plan_decode(pp, P, G, k);
+    pred_t r = {(double)P * n_gen / t, NAN};
+    bt_plan_sim_t sim; /* at the mean context */
+    if (bt_plan_simulate_decode(pp, P, G, n_gen, n_gen / 2, false, &sim) == BT_OK)
+        r.sim_ts = (double)P * n_gen / sim.seconds;
+    return r;
+}
+
+/* ---- a profile from a shape and a node's rates (a roofline) ---- */
+
+/* Seconds on the node: the larger of the work at the node's FLOP rate and
+ * the bytes at its memory rate. */
+static double roof(const plan_args_t *a, double flops, double bytes)
+{
+    return fmax(flops / a->node_flops, bytes / a->node_Bps);
+}
+
+typedef struct shape_cost {
+    double bytes_w;      /* bytes per weight of the type */
+    double attn_params;  /* q, k, v, o */
+    double ffn_params;   /* dense FFN, or one expert */
+    double kv_row;       /* KV cache bytes per position (f16) */
+    double q_dim;
+    int n_expert, k;
+} shape_cost_t;
+
+/* One layer on r rows at context c: weights read once (for experts, the
+ * ones r rows are expected to touch), 2 flops per multiply-add, attention
+ * over the cache. */
+static double synth_layer(const plan_args_t *a, const shape_cost_t *sc, double r, double c)
+{
+    double flops = 2 * r * sc->attn_params + 4 * r * (c + r / 2) * sc->q_dim;
+    double bytes = sc->attn_params * sc->bytes_w + (c + r) * sc->kv_row;
+    if (sc->n_expert > 0) {
+        const double touched = sc->n_expert * (1 - pow(1 - (double)sc->k / sc->n_expert, r));
+        flops += 2 * r * sc->k * sc->ffn_params;
+        bytes += touched * sc->ffn_params * sc->bytes_w;
+    } else {
+        flops += 2 * r * sc->ffn_params;
+        bytes += sc->ffn_params * sc->bytes_w;
+    }
+    return roof(a, flops, bytes) + a->node_overhead_s;
+}
+
+static bt_status_t synth_profile(const plan_args_t *a, loaded_t *L)
+{
+    bt_synth_shape_t s;
+    *L = (loaded_t){0};
+    if (bt_synth_shape(a->shape, &s) != BT_OK)
+        return BT_ERR_ARG;
+    const char *tn = a->type ? a->type : "q4_k";
+    const int type = bt_type_from_name(tn);
+    uint64_t rb;
+    if (type < 0 || bt_type_row_bytes((uint32_t)type, 256, &rb) != 0) {
+        bt_log_error("--type: '%s' is not a weight type", tn);
+        return BT_ERR_ARG;
+    }
+    const int hd = bt_synth_head_dim(&s);
+    const double q_dim = (double)s.n_head * hd, kv_dim = (double)s.n_head_kv * hd;
+    const shape_cost_t sc = {
+        .bytes_w = rb / 256.0,
+        .attn_params = s.n_embd * (2 * q_dim + 2 * kv_dim),
+        .ffn_params = 3.0 * s.n_embd * (s.n_expert > 0 ? s.n_ff_exp : s.n_ff),
+        .kv_row = 2 * kv_dim * 2,
+        .q_dim = q_dim,
+        .n_expert = s.n_expert,
+        .k = s.n_expert_used,
+    };
+    static const int rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
+    static const int ctx[] = {0, 4096, 32768};
+    const int nr = 12, nc = 3;
+    L->rows = malloc(sizeof rows);
+    L->ctx = malloc(sizeof ctx);
+    L->layer = malloc(sizeof(double) * nr * nc);
+    L->head = malloc(sizeof(double) * nr);
+    L->embed = malloc(sizeof(double) * nr);
+    if (!L->rows || !L->ctx || !L->layer || !L->head || !L->embed)
+        return BT_ERR_NOMEM;
+    memcpy(L->rows, rows, sizeof rows);
+    memcpy(L->ctx, ctx, sizeof ctx);
+    const double head_params = (double)s.n_vocab * s.n_embd;
+    for (int i = 0; i < nr; i++) {
+        for (int c = 0; c < nc; c++)
+            L->layer[c * nr + i] = synth_layer(a, &sc, rows[i], ctx[c]);
+        L->head[i] = roof(a, 2.0 * rows[i] * head_params, head_params * sc.bytes_w);
+        L->embed[i] = roof(a, 0, rows[i] * s.n_embd * sc.bytes_w);
+    }
+    L->p = (bt_profile_t){s.n_layer, nr, L->rows, nc, L->ctx, L->layer, L->head, L->embed,
+                          4.0 * s.n_embd + 16, 64};
+    L->threads = 1;
+    L->weight_bytes = (double)bt_synth_n_params(&s) * sc.bytes_w;
+    L->kv_pos_layer = sc.kv_row;
+    snprintf(L->model, sizeof L->model,
+             "%s %s (a shape on a node of %.3g TFLOP/s, %.3g GB/s, %.0f us a layer call)",
+             a->shape, tn, a->node_flops / 1e12, a->node_Bps / 1e9, a->node_overhead_s * 1e6);
+    return BT_OK;
+}
+
+/* ---- the node table ---- */
+
+static int run_table(const plan_args_t *a, const loaded_t *L)
+{
+    const bt_profile_t *p = &L->p;
+    if (a->shape)
+        printf("Predicted (not measured): %s; %d rank%s a node", L->model, a->ranks_per_node,
+               a->ranks_per_node > 1 ? "s" : "");
+    else
+        printf("Predicted (not measured): %s, %d threads a rank, %d rank%s a node of %d cores",
+               L->model, L->threads, a->ranks_per_node, a->ranks_per_node > 1 ? "s" : "",
+               a->cores_per_node);
+    printf("; hops %.1f us, %.3g Gbit/s; pp%d, tg%d from an empty cache.\n",
+           a->latency_s * 1e6, a->bandwidth_Bps * 8 / 1e9, a->n_prompt, a->n_gen);
+    const bool mem = L->weight_bytes > 0;
+    printf("| nodes | stages | split | -ub | pp t/s GPipe | pp t/s sync | pp speedup | pp "
+           "efficiency");
+    for (int i = 0; i < a->parallel.n; i++)
+        printf(" | tg t/s %d seq%s (groups)", a->parallel.v[i], a->parallel.v[i] > 1 ? "s" : "");
+    printf("%s |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---:",
+           mem ? " | GiB a node" : "");
+    for (int i = 0; i < a->parallel.n + mem; i++)
+        printf(" | ---:");
+    printf(" |\n");
+    double base = NAN;
+    int *bounds = malloc(sizeof(int) * (size_t)(p->n_layer + 1));
+    for (int ni = 0; ni < a->nodes.n; ni++) {
+        const int N = a->nodes.v[ni], S = N * a->ranks_per_node;
+        if (S > p->n_layer) {
+            printf("| %d | %d | (more stages than the model's %d layers) |\n", N, S, p->n_layer);
+            continue;
+        }
+        double best = -1;
+        int best_ub = 0;
+        double best_sync = 0;
+        const int *ubs = a->ubatch.n ? a->ubatch.v : p->rows;
+        const int n_ub = a->ubatch.n ? a->ubatch.n : p->n_rows;
+        for (int u = 0; u < n_ub; u++) {
+            if (ubs[u] < 8 && n_ub > 1)
+                continue; /* tiny micro-batches: never the best prefill */
+            split(p, S, ubs[u], a->n_prompt, bounds);
+            bt_plan_pipe_t pp = {p, S, bounds, a->latency_s, a->bandwidth_Bps, node_share(a, L)};
+            const double ts = predict_pp(&pp, a->n_prompt, ubs[u], BT_PLAN_GPIPE).sim_ts;
+            if (ts > best) {
+                best = ts;
+                best_ub = ubs[u];
+                best_sync = predict_pp(&pp, a->n_prompt, ubs[u], BT_PLAN_SYNC).sim_ts;
+            }
+        }
+        split(p, S, best_ub, a->n_prompt, bounds);
+        char sp[256];
+        bt_partition_split_str(bounds, S, sp, sizeof sp);
+        if (S > 8) { /* the range of layers a stage, not every stage */
+            int lo = p->n_layer, hi = 0;
+            for (int s = 0; s < S; s++) {
+                const int l = bounds[s + 1] - bounds[s];
+                lo = l < lo ? l : lo;
+                hi = l > hi ? l : hi;
+            }
+            snprintf(sp, sizeof sp, lo == hi ? "%d each" : "%d-%d each", lo, hi);
+        }
+        bt_plan_pipe_t pp = {p, S, bounds, a->latency_s, a->bandwidth_Bps, node_share(a, L)};
+        if (ni == 0 || isnan(base))
+            base = best / N;
+        printf("| %d | %d | %s | %d | %.1f | %.1f | %.2f | %.0f%%", N, S, sp, best_ub, best,
+               best_sync, best / base, 100.0 * best / (base * N));
+        for (int i = 0; i < a->parallel.n; i++) {
+            const int P = a->parallel.v[i];
+            double bt = 0;
+            int bg = 1;
+            for (int G = 1; G <= 2 * S && G <= P; G++) {
+                const double ts = predict_tg(&pp, a->n_gen, P, G).model_ts;
+                if (ts > bt * 1.001) {
+                    bt = ts;
+                    bg = G;
+                }
+            }
+            printf(" | %.1f (%d)", bt, bg);
+        }
+        if (mem) { /* the busiest node: its layers' weights and the KV of the largest P */
+            int most = 0;
+            for (int s = 0; s < S; s += a->ranks_per_node) {
+                const int e = s + a->ranks_per_node < S ? s + a->ranks_per_node : S;
+                most = bounds[e] - bounds[s] > most ? bounds[e] - bounds[s] : most;
+            }
+            const int P = a->parallel.v[a->parallel.n - 1];
+            const double gib = (L->weight_bytes * most / p->n_layer +
+                                (double)most * P * (a->n_prompt + a->n_gen) * L->kv_pos_layer) /
+                               1073741824.0;
+            printf(" | %.1f%s", gib, a->node_mem > 0 && gib * 1073741824.0 > a->node_mem
+                                         ? " (does not fit)" : "");
+        }
+        printf(" |\n");
+        if (ni == a->nodes.n - 1 && a->trace != NULL && a->compare == NULL) {
+            bt_plan_sim_t sim;
+            if (bt_plan_simulate_prefill(&pp, a->n_prompt, best_ub, BT_PLAN_GPIPE, true, &sim) ==
+                BT_OK) {
+                bt_plan_write_trace(&sim, a->trace);
+                bt_plan_sim_free(&sim);
+            }
+        }
+    }
+    free(bounds);
+    printf("pp speedup: against the first row's t/s per node; efficiency: speedup / nodes. "
+           "Groups: the decode group count the model picks (baton --groups).\n");
+    return 0;
+}
+
+/* ---- predictions against a results file ---- */
+
+static int cmp_double(const void *x, const void *y)
+{
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* Layer counts "15/15" into bounds; false when they do not add up. */
+static bool parse_split(const char *s, int S, int n_layer, int *bounds)
+{
+    bounds[0] = 0;
+    for (int i = 0; i < S; i++) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1)
+            return false;
+        bounds[i + 1] = bounds[i] + (int)v;
+        s = *end == '/' ? end + 1 : end;
+    }
+    return bounds[S] == n_layer;
+}
+
+static int run_compare(const plan_args_t *a)
+{
+    bt_h5_result_t *res;
+    int n;
+    if (bt_h5_read_results(a->compare, &res, &n) != BT_OK)
+        return 1;
+    double *err = malloc(sizeof(double) * (size_t)(n + 1));
+    int k = 0, worst = -1, skipped = 0;
+    double worst_err = 0;
+    loaded_t cache[8];
+    int n_cache = 0;
+    printf("Measured (%s) against predicted (profile %s; the model's figure, the simulator's "
+           "in brackets):\n", a->compare, a->profile);
+    printf("| test | ranks | threads | -ub | pipeline | seqs | split | measured t/s | predicted "
+           "t/s | error |\n| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n");
+    bool traced = false;
+    for (int i = 0; i < n; i++) {
+        const bt_h5_result_t *r = &res[i];
+        loaded_t *L = NULL;
+        for (int c = 0; c < n_cache; c++)
+            if (cache[c].threads == r->n_threads)
+                L = &cache[c];
+        if (L == NULL && n_cache < 8) {
+            bt_log_capture(1);
+            if (load_profile(a->profile, r->n_threads, &cache[n_cache]) == BT_OK)
+                L = &cache[n_cache++];
+            bt_log_flush_captured(0);
+            bt_log_capture(0);
+        }
+        int bounds[65];
+        if (L == NULL || r->n_ranks > 64 || !parse_split(r->layer_split, r->n_ranks,
+                                                         L->p.n_layer, bounds)) {
+            skipped++;
+            continue;
+        }
+        double lat = a->latency_s, bw = a->bandwidth_Bps;
+        if (r->n_ranks > 1)
+            load_links(a->links ? a->links : a->compare, a->links ? -1 : r->run_id, &lat, &bw);
+        /* ranks of one run here share one node */
+        bt_plan_pipe_t pp = {&L->p, r->n_ranks, bounds, lat, bw,
+                             slowdown(r->n_ranks, r->n_threads, a->cores_per_node)};
+        pred_t pr;
+        const bool is_pp = r->n_gen == 0 && r->n_prompt > 0, is_tg = r->n_prompt == 0;
+        if (is_pp && r->n_parallel == 1)
+            pr = predict_pp(&pp, r->n_prompt, r->n_ubatch, r->pipeline ? BT_PLAN_GPIPE
+                                                                        : BT_PLAN_SYNC);
+        else if (is_tg) {
+            const int G = r->pipeline ? (r->n_parallel < r->n_ranks ? r->n_parallel : r->n_ranks)
+                                      : 1;
+            pr = predict_tg(&pp, r->n_gen, r->n_parallel, G);
+        } else {
+            skipped++;
+            continue;
+        }
+        const double e = (pr.sim_ts - r->avg_ts) / r->avg_ts;
+        err[k++] = fabs(e);
+        if (fabs(e) > worst_err) {
+            worst_err = fabs(e);
+            worst = i;
+        }
+        printf("| %s | %d | %d | %d | %d | %d | %s | %.1f | %.1f (%.1f) | %+.0f%% |\n", r->test,
+               r->n_ranks, r->n_threads, r->n_ubatch, r->pipeline, r->n_parallel,
+               r->layer_split, r->avg_ts, pr.model_ts, pr.sim_ts, 100 * e);
+        if (a->trace != NULL && !traced && is_pp && r->n_ranks > 1) {
+            bt_plan_sim_t sim;
+            if (bt_plan_simulate_prefill(&pp, r->n_prompt, r->n_ubatch,
+                                         r->pipeline ? BT_PLAN_GPIPE : BT_PLAN_SYNC, true,
+                                         &sim) == BT_OK) {
+                traced = bt_plan_write_trace(&sim, a->trace) == BT_OK;
+                bt_plan_sim_free(&sim);
+            }
+        }
+    }
+    int rc = 0;
+    if (k > 0) {
+        qsort(err, (size_t)k, sizeof *err, cmp_double);
+        const double med = k % 2 ? err[k / 2] : (err[k / 2 - 1] + err[k / 2]) / 2;
+        printf("compare: %d rows, median absolute error %.1f%%, worst %.1f%% (%s, %d ranks, "
+               "-ub %d, pipeline %d, %d seqs); %d rows skipped (no profile at their thread "
+               "count, or a test the model does not cover)\n",
+               k, 100 * med, 100 * worst_err, res[worst].test, res[worst].n_ranks,
+               res[worst].n_ubatch, res[worst].pipeline, res[worst].n_parallel, skipped);
+    } else {
+        bt_log_error("--compare: no row of %s could be predicted (%d skipped: is there a "
+                     "profile at their thread count?)", a->compare, skipped);
+        rc = 1;
+    }
+    for (int c = 0; c < n_cache; c++)
+        loaded_free(&cache[c]);
+    free(err);
+    free(res);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    plan_args_t a;
+    bt_status_t st = parse_args(argc, argv, &a);
+    int rc = 2;
+    if (st == BT_OK && a.help) {
+        usage(stdout);
+        rc = 0;
+    } else if (st != BT_OK) {
+        usage(stderr);
+    } else if (a.compare != NULL) {
+        rc = run_compare(&a);
+    } else {
+        loaded_t L;
+        if ((a.shape ? synth_profile(&a, &L) : load_profile(a.profile, a.threads, &L)) != BT_OK)
+            rc = 1;
+        else if (a.links != NULL && load_links(a.links, -1, &a.latency_s, &a.bandwidth_Bps) != BT_OK) {
+            bt_log_error("--links: %s has no /links rows (run baton-bench on 2 or more ranks "
+                         "with --hdf5)", a.links);
+            rc = 1;
+        } else {
+            rc = run_table(&a, &L);
+        }
+        if (rc != 1 || L.rows != NULL)
+            loaded_free(&L);
+    }
+    bt_int_list_free(&a.nodes);
+    bt_int_list_free(&a.ubatch);
+    bt_int_list_free(&a.parallel);
+    return rc;
+}

@@ -1,0 +1,34 @@
+/*
+ * profile.h: `baton-bench --profile`: on one rank, the costs a planner
+ * (plan.h, baton-plan) predicts from: the time of one layer on 1, 2, 4, ...
+ * up to -ub rows at each context asked for (positions already in the
+ * cache), of the final norm and head on that many rows, and of the
+ * embedding lookup; and the bytes a row adds to a stage-boundary message.
+ * Each figure is the median of 3-7 timed calls after a warm-up one.
+ */
+#ifndef BT_BENCH_PROFILE_H
+#define BT_BENCH_PROFILE_H
+
+#include <stdio.h>
+
+#include "common.h"
+#include "kernels/kernels.h"
+#include "results_h5.h"
+
+typedef struct bt_profile_params {
+    const char *model;
+    const bt_ops_t *ops;
+    int threads;
+    int ubatch;     /* the largest micro-batch measured */
+    uint32_t kv_type;
+    const int *ctx; /* contexts to measure the layers at */
+    int n_ctx;
+} bt_profile_params_t;
+
+/* Measures; *out gets *n_out rows (run_id 0; free() them). */
+bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **out, int *n_out);
+
+/* The rows as a markdown table. */
+void bt_profile_print(FILE *f, const bt_profile_row_t *rows, int n);
+
+#endif /* BT_BENCH_PROFILE_H */
