@@ -82,15 +82,13 @@ typedef struct golden_case {
                      * f32 activations for these weights) */
 } golden_case_t;
 
-/* cpu against llama.cpp where both round activations to 8 bits per 32 (the
- * block scale kept in f32 here, in f16 there: 0.063 measured on qwen3moe,
- * where llama.cpp is itself 0.077 from the exact math) */
-#define CPU_TOL_Q8 0.1
+/* cpu against llama.cpp: both round the activations of quantized weights
+ * to 8 bits per 32 exactly as ggml's Q8_0 does (the step in f16), so the
+ * same experts win and the logits agree to float32 rounding (2.2e-6 and
+ * 1.7e-6 measured on qwen3moe and gpt-oss, where llama.cpp is itself 0.077
+ * and 0.15 from the exact math): README-moe.txt's tolerance */
+#define CPU_TOL_Q8 1e-3
 #define CPU_EXACT (-1.0)
-/* the same where the 8-bit rounding moves a token to another expert: on
- * tiny-gptoss 2 of the 40 rows (0.42 and 0.47 from llama.cpp; the others
- * 0.04-0.11, as llama.cpp is from the exact math); the ids stay */
-#define CPU_TOL_ROUTED 0.6
 
 static const golden_case_t golden_cases[] = {
     {"tiny-llama-golden-f32", "llama", false, {235, 206, 155, 56, 69, 202, 167, 91, 210}, 1e-4, 0},
@@ -108,7 +106,7 @@ static const golden_case_t golden_cases[] = {
      CPU_TOL_Q8},
     /* gpt-oss: sinks, biases, YaRN, alternating windows, clamped SwiGLU, MXFP4 experts */
     {"tiny-gptoss-golden", "gpt-oss", false, {228, 174, 226, 111, 106, 60, 212, 146, 38}, 1e-4,
-     CPU_TOL_ROUTED},
+     CPU_TOL_Q8},
 };
 #define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
 

@@ -788,8 +788,9 @@ static double dot_bound(int64_t n, double sabs) { return (double)(n + 17) * U * 
 
 /* Bound on the 8-bit activation path's distance from the exact product of
  * row o with token row xt: each element of a 32-block moves by at most half
- * its block's step max|x| / 127 (and a few ulps), then the float sum of
- * the perturbed products. */
+ * its block's step d = max|x| / 127, plus 127 times the step's rounding to
+ * f16 (d 2^-11, at least 2^-25 where it is subnormal), and a few ulps;
+ * then the float sum of the perturbed products. */
 static double q8_bound(const float *wrow, const float *xt, int64_t n_in, double sabs)
 {
     double moved = 0;
@@ -799,7 +800,7 @@ static double q8_bound(const float *wrow, const float *xt, int64_t n_in, double 
             amax = fmax(amax, fabs(xt[k]));
             sw += fabs(wrow[k]);
         }
-        moved += (amax / 127 * 0.5 + amax * 1e-6) * sw;
+        moved += (amax / 127 * (0.5 + 127.0 / 2048) + 127 * 0x1p-25 + amax * 1e-6) * sw;
     }
     return moved + dot_bound(n_in, sabs + moved);
 }

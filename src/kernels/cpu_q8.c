@@ -11,10 +11,14 @@
  * unpacked weights a panel at a time. Both give the same bits.
  *
  * Activations: each token's row is cut into blocks of 32, each stored as
- * int8 q = round(x / d) with d = max|x| / 127 (q = 0 where the block is
- * all zero). Every element of a block then carries an error of at most
- * d / 2, so |y - y_exact| <= sum over blocks of d / 2 * sum |w|, which is
- * what the tests hold this path to.
+ * int8 q = round-half-even(x * 127 / max|x|) with the step d = max|x| / 127
+ * kept rounded to f16, exactly as ggml's Q8_0 activations (so the products
+ * of Q8_0, Q4_0, MXFP4, ... equal llama.cpp's; d stays f32 past f16's
+ * range, where ggml's would be infinite). q = 0 where the block is all
+ * zero. Every element then carries an error of at most d / 2 plus 127
+ * times d's rounding, so |y - y_exact| <= sum over blocks of
+ * d (1/2 + 127 2^-11) * sum |w| (and a few ulps), which is what the tests
+ * hold this path to.
  *
  * Weights, as unsigned bytes u = q + c where the format's value is
  * d_w * (u - c) (+ m for the formats with a minimum): c = 8 (Q4_0), 16
@@ -70,7 +74,10 @@ static void quantize_rows(int8_t *restrict q, float *restrict d, int32_t *restri
             const float *xb = x + (size_t)t * n_in + 32 * b;
             const v16f lo = v16f_load(xb), hi = v16f_load(xb + 16);
             const float amax = v16f_hmax(v16f_max(v16f_abs(lo), v16f_abs(hi)));
-            const float db = amax / 127.0f;
+            /* the step as ggml's Q8_0 activations keep it, in f16 (so the
+             * products equal llama.cpp's), unless f16 cannot hold it */
+            const float d32 = amax / 127.0f, d16 = bt_f16_to_f32(bt_f32_to_f16(d32));
+            const float db = isfinite(d16) ? d16 : d32;
             const v16f inv = v16f_set1(amax > 0.0f ? 127.0f / amax : 0.0f);
             /* round to nearest (even): |x * inv| <= 127 */
             const v16i qlo = v16f_round(v16f_mul(lo, inv));
@@ -450,16 +457,18 @@ static size_t panel_bytes(uint32_t type, int64_t nb)
            (size_t)(nb / 8) * (size_t)packed_super_bytes(type);
 }
 
-/* AVX-512: every format, packed or not (the direct path); AVX2: the formats
- * with a packed layout (unpacked weights are packed a panel at a time). */
+/* AVX-512: every format, packed or not (the direct path, which takes
+ * blocks in pairs: rows of whole 64s); AVX2, and rows of an odd number of
+ * 32-blocks: the formats with a packed layout (unpacked weights are packed
+ * a panel at a time). K rows are always whole 256-blocks. */
 bool bt_cpu_q8_supports(uint32_t type, int64_t n_in)
 {
+    const bool packs = packed_block_bytes(type) > 0;
 #ifdef BT_SIMD16_AVX512
-    const bool ok = type_index(type) >= 0 || packed_block_bytes(type) > 0;
-#else
-    const bool ok = packed_block_bytes(type) > 0;
+    if (n_in % 64 == 0 && type_index(type) >= 0)
+        return true;
 #endif
-    return ok && n_in % 64 == 0; /* K rows: always whole 256-blocks */
+    return packs && n_in % 32 == 0;
 }
 
 size_t bt_cpu_q8_packed_bytes(uint32_t type, int64_t n_in, int64_t n_out)
@@ -741,8 +750,8 @@ static const panel_fn *panels_for(uint32_t type)
 static bool q8_panel(const bt_matrix_t *w)
 {
 #ifdef BT_SIMD16_AVX512
-    /* else the direct path, for the formats that have one */
-    return w->packed != NULL || type_index(w->type) < 0;
+    /* else the direct path, for the formats that have one (block pairs) */
+    return w->packed != NULL || type_index(w->type) < 0 || w->n_in % 64 != 0;
 #else
     (void)w;
     return true; /* unpacked weights: packed here, a panel at a time */
