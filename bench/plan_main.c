@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kernels/types.h"
@@ -25,7 +26,7 @@
 #include "synth.h"
 
 typedef struct plan_args {
-    const char *profile, *links, *compare, *trace;
+    const char *profile, *links, *compare, *trace, *hdf5;
     const char *shape, *type; /* a profile from a shape and a node's rates, not measured */
     double node_flops, node_Bps, node_mem, node_overhead_s;
     bt_int_list_t nodes, ubatch, parallel;
@@ -59,7 +60,8 @@ static void usage(FILE *f)
             "  --parallel LIST       sequences decoding at once (default 1,16,64)\n"
             "  --compare FILE        predict every row of FILE's /results; print the errors\n"
             "  --trace FILE.json     the simulated timeline of the first comparison (or of\n"
-            "                        the largest node count's best prefill)\n");
+            "                        the largest node count's best prefill)\n"
+            "  --hdf5 FILE           append the table to FILE's /plan (created if missing)\n");
 }
 
 /* "20us", "1.5ms", "0.1s", "5e-6" (seconds) */
@@ -131,6 +133,8 @@ static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
         }
         else if (!strcmp(o, "--trace"))
             a->trace = v;
+        else if (!strcmp(o, "--hdf5"))
+            a->hdf5 = v;
         else if (!strcmp(o, "--nodes"))
             st = bt_parse_list(o, v, 1, 4096, &a->nodes);
         else if (!strcmp(o, "-ub") || !strcmp(o, "--ubatch-size"))
@@ -480,6 +484,11 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
     printf(" |\n");
     double base = NAN;
     int *bounds = malloc(sizeof(int) * (size_t)(p->n_layer + 1));
+    bt_plan_row_t *out = calloc((size_t)a->nodes.n * (size_t)a->parallel.n + 1, sizeof *out);
+    int n_out = 0;
+    char created[32];
+    time_t now = time(NULL);
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     for (int ni = 0; ni < a->nodes.n; ni++) {
         const int N = a->nodes.v[ni], S = N * a->ranks_per_node;
         if (S > p->n_layer) {
@@ -520,6 +529,7 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             base = best / N;
         printf("| %d | %d | %s | %d | %.1f | %.1f | %.2f | %.0f%%", N, S, sp, best_ub, best,
                best_sync, best / base, 100.0 * best / (base * N));
+        bt_plan_row_t *row0 = out + n_out;
         for (int i = 0; i < a->parallel.n; i++) {
             const int P = a->parallel.v[i];
             double bt = 0;
@@ -532,6 +542,23 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
                 }
             }
             printf(" | %.1f (%d)", bt, bg);
+            if (out != NULL) {
+                bt_plan_row_t *o = &out[n_out++];
+                snprintf(o->created, sizeof o->created, "%s", created);
+                snprintf(o->source, sizeof o->source, "%s", L->model);
+                bt_partition_split_str(bounds, S, o->split, sizeof o->split);
+                *o = (bt_plan_row_t){.nodes = N, .stages = S, .ranks_per_node = a->ranks_per_node,
+                                     .n_ubatch = best_ub, .n_prompt = a->n_prompt,
+                                     .n_gen = a->n_gen, .latency_us = a->latency_s * 1e6,
+                                     .bandwidth_MBps = a->bandwidth_Bps / 1e6,
+                                     .pp_gpipe_ts = best, .pp_sync_ts = best_sync,
+                                     .pp_speedup = best / base,
+                                     .pp_efficiency = best / (base * N), .n_parallel = P,
+                                     .n_groups = bg, .tg_ts = bt};
+                snprintf(o->created, sizeof o->created, "%s", created);
+                snprintf(o->source, sizeof o->source, "%s", L->model);
+                bt_partition_split_str(bounds, S, o->split, sizeof o->split);
+            }
         }
         if (mem) { /* the busiest node: its layers' weights and the KV of the largest P */
             int most = 0;
@@ -545,6 +572,8 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
                                1073741824.0;
             printf(" | %.1f%s", gib, a->node_mem > 0 && gib * 1073741824.0 > a->node_mem
                                          ? " (does not fit)" : "");
+            for (bt_plan_row_t *o = row0; out != NULL && o < out + n_out; o++)
+                o->node_gib = gib;
         }
         printf(" |\n");
         if (ni == a->nodes.n - 1 && a->trace != NULL && a->compare == NULL) {
@@ -559,7 +588,13 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
     free(bounds);
     printf("pp speedup: against the first row's t/s per node; efficiency: speedup / nodes. "
            "Groups: the decode group count the model picks (baton --groups).\n");
-    return 0;
+    int rc = 0;
+    if (a->hdf5 != NULL && (out == NULL || bt_h5_append_plan(a->hdf5, out, n_out) != BT_OK))
+        rc = 1;
+    else if (a->hdf5 != NULL)
+        printf("plan: %d rows appended to %s:/plan\n", n_out, a->hdf5);
+    free(out);
+    return rc;
 }
 
 /* ---- predictions against a results file ---- */

@@ -183,6 +183,31 @@ static hid_t profile_type(void)
     return t;
 }
 
+static hid_t plan_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(bt_plan_row_t));
+    INSERT_STR(t, bt_plan_row_t, created);
+    INSERT_STR(t, bt_plan_row_t, source);
+    INSERT(t, bt_plan_row_t, nodes, H5T_NATIVE_INT32);
+    INSERT(t, bt_plan_row_t, stages, H5T_NATIVE_INT32);
+    INSERT(t, bt_plan_row_t, ranks_per_node, H5T_NATIVE_INT32);
+    INSERT_STR(t, bt_plan_row_t, split);
+    INSERT(t, bt_plan_row_t, n_ubatch, H5T_NATIVE_INT32);
+    INSERT(t, bt_plan_row_t, n_prompt, H5T_NATIVE_INT32);
+    INSERT(t, bt_plan_row_t, n_gen, H5T_NATIVE_INT32);
+    INSERT(t, bt_plan_row_t, latency_us, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_plan_row_t, bandwidth_MBps, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_plan_row_t, pp_gpipe_ts, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_plan_row_t, pp_sync_ts, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_plan_row_t, pp_speedup, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_plan_row_t, pp_efficiency, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_plan_row_t, n_parallel, H5T_NATIVE_INT32);
+    INSERT(t, bt_plan_row_t, n_groups, H5T_NATIVE_INT32);
+    INSERT(t, bt_plan_row_t, tg_ts, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_plan_row_t, node_gib, H5T_NATIVE_DOUBLE);
+    return t;
+}
+
 typedef struct dset_spec {
     const char *name;
     hid_t (*type)(void);
@@ -196,8 +221,9 @@ static const dset_spec_t dsets[] = {
     {"stage_times", stage_type, 32},
     {"links", link_type, 16},
     {"profile", profile_type, 64},
+    {"plan", plan_type, 16},
 };
-enum { D_RUNS, D_RESULTS, D_SAMPLES, D_STAGES, D_LINKS, D_PROFILE, D_COUNT };
+enum { D_RUNS, D_RESULTS, D_SAMPLES, D_STAGES, D_LINKS, D_PROFILE, D_PLAN, D_COUNT };
 
 /* ---- file ---- */
 
@@ -603,4 +629,25 @@ bt_status_t bt_h5_read_results(const char *path, bt_h5_result_t **rows, int *n)
 bt_status_t bt_h5_read_links(const char *path, bt_h5_link_t **rows, int *n)
 {
     return read_rows(path, D_LINKS, sizeof **rows, (void **)rows, n);
+}
+
+bt_status_t bt_h5_append_plan(const char *path, const bt_plan_row_t *rows, int n)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    bt_status_t st;
+    if (access(path, F_OK) != 0 && (st = create_file(path)) != BT_OK)
+        return st;
+    hid_t f;
+    if ((st = open_checked(path, &f)) != BT_OK)
+        return st;
+    bt_plan_row_t *rec = calloc(n > 0 ? (size_t)n : 1, sizeof *rec);
+    if (rec == NULL)
+        return close_file(f, path, BT_ERR_NOMEM);
+    for (int i = 0; i < n; i++) { /* zeroed padding and string tails reach the file */
+        memset(&rec[i], 0, sizeof rec[i]);
+        rec[i] = rows[i];
+    }
+    st = append(f, path, D_PLAN, rec, (hsize_t)n, NULL);
+    free(rec);
+    return close_file(f, path, st);
 }

@@ -15,6 +15,8 @@
  *   /profile      `--profile`: one row per measured cost (a layer, the head,
  *                 the embedding at a number of rows and a context), with
  *                 the run_id of the run that measured it (bench/plan.h)
+ *   /plan         baton-plan --hdf5: one row per node count and number of
+ *                 sequences, every figure predicted, never measured
  * Root attributes: format, format_version, created, creator.
  *
  * The file is opened, appended to and closed for each row, so a run killed
@@ -32,7 +34,7 @@
 #include "report.h"
 
 #define BT_H5_FORMAT "baton-bench results"
-#define BT_H5_FORMAT_VERSION 4 /* 2: /links added; 3: n_parallel in /results; 4: /profile */
+#define BT_H5_FORMAT_VERSION 4 /* 2: /links; 3: n_parallel in /results; 4: /profile, /plan */
 
 typedef struct bt_run_info {
     char start_time[32];
@@ -95,6 +97,23 @@ bt_status_t bt_h5_begin_run(const char *path, const bt_run_info_t *run,
 /* Appends one test's row, its samples and its per-rank stage times. */
 bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t *row,
                          const char *const *rank_hosts);
+
+/* One row of baton-plan's table, as stored in /plan. */
+typedef struct bt_plan_row {
+    char created[32];       /* when baton-plan ran (ISO 8601 UTC) */
+    char source[512];       /* the profile: a results file, or a shape and a node's rates */
+    int32_t nodes, stages, ranks_per_node;
+    char split[128];        /* layers per stage, "20/20/20/20" */
+    int32_t n_ubatch, n_prompt, n_gen;
+    double latency_us, bandwidth_MBps;
+    double pp_gpipe_ts, pp_sync_ts, pp_speedup, pp_efficiency;
+    int32_t n_parallel, n_groups;
+    double tg_ts;           /* aggregate over n_parallel sequences */
+    double node_gib;        /* memory of the busiest node (0: unknown) */
+} bt_plan_row_t;
+
+/* Appends baton-plan's rows to /plan, creating path when it does not exist. */
+bt_status_t bt_h5_append_plan(const char *path, const bt_plan_row_t *rows, int n);
 
 /* Appends a run's profile rows (--profile), run_id set by the caller. */
 bt_status_t bt_h5_append_profile(const char *path, const bt_profile_row_t *rows, int n);

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# baton-plan end to end: baton-bench --profile writes /profile; baton-plan
+# prints a table per node count from it (and from a shape and a node's
+# rates), appends /plan, and scripts/plot-plan draws it; a 2-rank
+# benchmark of the same model is predicted from the profile (--compare)
+# and the simulated timeline written as a Chrome trace. The error against
+# the measurement is logged and held to a loose bound only (timing on a
+# shared machine is noisy; the closing notes report the real comparison).
+# Bad input: one message, a non-zero exit.
+set -u
+bin=${BT_BUILDDIR:-$(pwd)}
+scripts=${BT_SRCDIR:-$(dirname "$0")/..}/scripts
+py=/usr/bin/python3
+launcher=${MPIEXEC:-$(command -v mpirun || true)}
+if [ -z "$launcher" ]; then echo "SKIP: missing mpirun"; exit 77; fi
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+mpi() { local np=$1; shift; timeout -k 5 120 "$launcher" -np "$np" --oversubscribe --bind-to none \
+    --mca mpi_yield_when_idle 1 "$@"; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-plan-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
+bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+
+m=$tmp/m.gguf
+h5=$tmp/r.h5
+"$bin/baton-mkmodel" --shape tiny --n-layer 8 --n-embd 256 --n-ff 768 --n-head 4 --n-head-kv 2 \
+    --type q8_0 -o "$m" >/dev/null 2>&1 || { echo "baton-mkmodel failed"; exit 1; }
+
+# the profile: 1, 2, 4, ... 64 rows at two contexts, head and embedding
+if timeout 300 "$bin/baton-bench" -m "$m" --profile -t 1 -ub 64 --profile-ctx 0,128 \
+    --hdf5 "$h5" >"$tmp/prof.out" 2>&1 && grep -q "^| layer | 64 | 128 | 1 |" "$tmp/prof.out" &&
+    grep -q "^| head | 1 | 0 | 1 |" "$tmp/prof.out"; then
+    ok "baton-bench --profile: layers at 7 row counts x 2 contexts, head, embedding"
+else
+    bad "baton-bench --profile"; cat "$tmp/prof.out"
+fi
+if "$py" - "$h5" <<'PY' 2>"$tmp/err"; then
+import sys, h5py
+p = h5py.File(sys.argv[1], "r")["profile"][()]
+kinds = sorted({k.decode() for k in p["kind"]})
+assert kinds == ["embed", "head", "layer"], kinds
+assert len(p) == 7 * 2 + 7 + 7, len(p)
+assert (p["seconds"] > 0).all() and (p["n_layer"] == 8).all() and (p["act_bytes_row"] == 1024).all()
+PY
+    ok "/profile: 28 rows, every time positive, 1024 bytes a row (256 floats)"
+else
+    bad "/profile rows"; cat "$tmp/err"
+fi
+# -t 2's profile too, for the 1-rank 2-thread row below
+timeout 300 "$bin/baton-bench" -m "$m" --profile -t 2 -ub 64 --profile-ctx 0,128 \
+    --hdf5 "$h5" >/dev/null 2>&1 || bad "baton-bench --profile -t 2"
+
+# the table: every node count, the split, a prediction that says it is one
+if "$bin/baton-plan" --profile "$h5" -t 1 --nodes 1-4 -p 256 -n 16 --parallel 1,4 \
+    --latency 50us --bandwidth 10Gbit --hdf5 "$tmp/plan.h5" >"$tmp/table" 2>&1 &&
+    grep -q "^Predicted (not measured)" "$tmp/table" && grep -q "^| 4 | 4 | 2/2/2/2 |" "$tmp/table" &&
+    grep -q "plan: 8 rows appended" "$tmp/table"; then
+    ok "baton-plan: 4 node counts x 2 sequence counts, 8 rows in /plan"
+else
+    bad "baton-plan table"; cat "$tmp/table"
+fi
+if "$bin/baton-plan" --shape llama3-70b --type q4_k --node-tflops 100 --node-gbs 273 --node-mem 64 \
+    --nodes 1,2,4 -p 2048 >"$tmp/shape" 2>&1 && grep -q "| 1 | 1 | 80 |.*(does not fit) |" "$tmp/shape" &&
+    grep -q "^| 4 | 4 | 20/20/20/20 |" "$tmp/shape"; then
+    ok "baton-plan --shape llama3-70b: one 64 GiB node cannot hold it, four split 20 layers each"
+else
+    bad "baton-plan --shape"; cat "$tmp/shape"
+fi
+if [ -x "$py" ] && "$py" -c "import h5py, matplotlib" 2>/dev/null; then
+    if "$py" "$scripts/plot-plan" "$tmp/plan.h5" --measured "$h5" -o "$tmp/plan.png" \
+        >/dev/null 2>"$tmp/err" && [ -s "$tmp/plan.png" ]; then
+        ok "scripts/plot-plan draws /plan with the measured points"
+    else
+        bad "scripts/plot-plan"; cat "$tmp/err"
+    fi
+else
+    echo "SKIP: scripts/plot-plan: no h5py or matplotlib for $py"
+fi
+
+# prediction against measurement: 2 ranks x 1 thread, pipeline 0 and 1
+if mpi 2 "$bin/baton-bench" -m "$m" -p 256 -n 16 -t 1 -ub 32 --pipeline 0,1 -r 3 \
+    --hdf5 "$h5" >"$tmp/bench" 2>&1; then
+    if "$bin/baton-plan" --profile "$h5" --compare "$h5" --trace "$tmp/sim.json" \
+        >"$tmp/cmp" 2>&1; then
+        grep -E "^\| (pp|tg)|^compare:" "$tmp/cmp"
+        med=$(sed -n 's/^compare: .* median absolute error \([0-9.]*\)%.*/\1/p' "$tmp/cmp")
+        if [ -n "$med" ] && awk -v m="$med" 'BEGIN { exit !(m < 75) }'; then
+            ok "--compare: 4 measured rows predicted, median error $med% (bound 75%)"
+        else
+            bad "--compare: median error '$med'"; cat "$tmp/cmp"
+        fi
+        if grep -q '"traceEvents"' "$tmp/sim.json" && grep -q '"compute"' "$tmp/sim.json"; then
+            ok "--trace: the simulated run in the Chrome trace format"
+        else
+            bad "--trace"
+        fi
+    else
+        bad "baton-plan --compare"; cat "$tmp/cmp"
+    fi
+else
+    bad "2-rank baton-bench"; cat "$tmp/bench"
+fi
+
+# bad input
+expect() { # RE CMD...: exits non-zero with one error line matching RE
+    local re=$1; shift
+    if "$@" >"$tmp/out" 2>&1; then
+        bad "$*: exit 0"
+    elif [ "$(grep -c 'error:' "$tmp/out")" -eq 1 ] && grep -Eq -- "$re" "$tmp/out"; then
+        ok "refused: $(grep 'error:' "$tmp/out")"
+    else
+        bad "$*: $(cat "$tmp/out")"
+    fi
+}
+expect "no profile given" "$bin/baton-plan" --nodes 2
+expect "--latency: 'fast' is not a time" "$bin/baton-plan" --profile "$h5" --latency fast
+expect "--bandwidth: '10GB' is not a rate" "$bin/baton-plan" --profile "$h5" --bandwidth 10GB
+expect "cannot read $tmp/nope.h5" "$bin/baton-plan" --profile "$tmp/nope.h5"
+expect "no /profile rows" "$bin/baton-plan" --profile "$tmp/plan.h5"
+expect "give the node's rates" "$bin/baton-plan" --shape llama3-70b
+expect "unknown model shape 'huge'" "$bin/baton-plan" --shape huge --node-tflops 1 --node-gbs 1
+expect "--profile measures one rank" mpi 2 "$bin/baton-bench" -m "$m" --profile
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
