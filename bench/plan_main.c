@@ -658,17 +658,21 @@ static int run_compare(const plan_args_t *a)
         double lat = a->latency_s, bw = a->bandwidth_Bps;
         if (r->n_ranks > 1)
             load_links(a->links ? a->links : a->compare, a->links ? -1 : r->run_id, &lat, &bw);
-        /* ranks of one run here share one node */
-        bt_plan_pipe_t pp = {&L->p, r->n_ranks, bounds, lat, bw,
-                             slowdown(r->n_ranks, r->n_threads, a->cores_per_node)};
+        /* ranks of one run here share one node; only the ranks that compute
+         * at once share its cores (waiting ones yield them: --mca
+         * mpi_yield_when_idle): all with GPipe, one with --pipeline 0 or
+         * one decode group, one a group in flight */
+        bt_plan_pipe_t pp = {&L->p, r->n_ranks, bounds, lat, bw, 1.0};
         pred_t pr;
         const bool is_pp = r->n_gen == 0 && r->n_prompt > 0, is_tg = r->n_prompt == 0;
-        if (is_pp && r->n_parallel == 1)
+        if (is_pp && r->n_parallel == 1) {
+            pp.slowdown = slowdown(r->pipeline ? r->n_ranks : 1, r->n_threads, a->cores_per_node);
             pr = predict_pp(&pp, r->n_prompt, r->n_ubatch, r->pipeline ? BT_PLAN_GPIPE
                                                                         : BT_PLAN_SYNC);
-        else if (is_tg) {
+        } else if (is_tg) {
             const int G = r->pipeline ? (r->n_parallel < r->n_ranks ? r->n_parallel : r->n_ranks)
                                       : 1;
+            pp.slowdown = slowdown(G, r->n_threads, a->cores_per_node);
             pr = predict_tg(&pp, r->n_gen, r->n_parallel, G);
         } else {
             skipped++;
