@@ -80,7 +80,16 @@ START_TEST(test_layout_and_runs)
     H5Aread(a, H5T_NATIVE_INT, &version);
     H5Aclose(a);
     ck_assert_int_eq(version, BT_H5_FORMAT_VERSION);
-    ck_assert_int_eq(version, 3); /* 3: n_parallel in /results */
+    ck_assert_int_eq(version, 4); /* 3: n_parallel in /results; 4: /profile, /plan */
+    for (int i = 0; i < 2; i++) { /* a benchmark writes neither */
+        const char *name = i ? "plan" : "profile";
+        hsize_t rows;
+        size_t rs;
+        hid_t rt;
+        free(read_all(f, name, &rows, &rs, &rt));
+        H5Tclose(rt);
+        ck_assert_msg(rows == 0, "/%s has %llu rows", name, (unsigned long long)rows);
+    }
 
     hsize_t n;
     size_t sz;

