@@ -741,8 +741,7 @@ int main(int argc, char **argv)
         } else {
             rc = run_table(&a, &L);
         }
-        if (rc != 1 || L.rows != NULL)
-            loaded_free(&L);
+        loaded_free(&L); /* zeroed first by both loaders */
     }
     bt_int_list_free(&a.nodes);
     bt_int_list_free(&a.ubatch);
