@@ -257,6 +257,8 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
         L->p.n_layer = r[i].n_layer;
         L->p.act_bytes_row = r[i].act_bytes_row;
         L->p.msg_bytes = r[i].msg_bytes;
+        L->weight_bytes = r[i].weight_bytes;
+        L->kv_pos_layer = r[i].kv_bytes_pos;
         snprintf(L->model, sizeof L->model, "%s", r[i].model_filename);
     }
     free(r);
@@ -561,7 +563,7 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             }
         }
         if (mem) { /* the busiest node: its layers' weights and the KV of the largest P */
-            int most = 0;
+            int most = 0; /* (a measured profile's weights count packed copies) */
             for (int s = 0; s < S; s += a->ranks_per_node) {
                 const int e = s + a->ranks_per_node < S ? s + a->ranks_per_node : S;
                 most = bounds[e] - bounds[s] > most ? bounds[e] - bounds[s] : most;
@@ -570,7 +572,7 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             const double gib = (L->weight_bytes * most / p->n_layer +
                                 (double)most * P * (a->n_prompt + a->n_gen) * L->kv_pos_layer) /
                                1073741824.0;
-            printf(" | %.1f%s", gib, a->node_mem > 0 && gib * 1073741824.0 > a->node_mem
+            printf(" | %.3g%s", gib, a->node_mem > 0 && gib * 1073741824.0 > a->node_mem
                                          ? " (does not fit)" : "");
             for (bt_plan_row_t *o = row0; out != NULL && o < out + n_out; o++)
                 o->node_gib = gib;

@@ -112,6 +112,15 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
         st = bt_forward_layers(pr.f, pr.x, n, pos);
     }
     const double act_row = (double)(bt_act_bytes(2, hp->n_embd) - bt_act_bytes(1, hp->n_embd));
+    double held = 0.0; /* the weights as the stages will hold them (bt_model_memory) */
+    uint64_t *lb = malloc(sizeof *lb * (size_t)hp->n_layer), e, h, every;
+    if (lb != NULL) {
+        bt_model_memory(m, pp->ops == &bt_ops_cpu, false, lb, &e, &h, &every);
+        held = (double)(e + h + every);
+        for (int l = 0; l < hp->n_layer; l++)
+            held += (double)lb[l];
+        free(lb);
+    }
     const double msg = (double)bt_act_bytes(1, hp->n_embd) - act_row;
     for (int part = P_LAYERS; part <= P_EMBED && st == BT_OK; part++)
         for (int c = 0; c < (part == P_LAYERS ? pp->n_ctx : 1) && st == BT_OK; c++)
@@ -131,6 +140,9 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
                 r->n_layer = hp->n_layer;
                 r->seconds = sec;
                 r->act_bytes_row = act_row;
+                r->weight_bytes = held;
+                r->kv_bytes_pos = (double)bt_kv_cache_bytes(1, 1, 1, hp->n_head_kv * hp->head_dim,
+                                                            pp->kv_type);
                 r->msg_bytes = msg;
             }
     free(pr.x);

@@ -180,6 +180,8 @@ static hid_t profile_type(void)
     INSERT(t, bt_profile_row_t, seconds, H5T_NATIVE_DOUBLE);
     INSERT(t, bt_profile_row_t, act_bytes_row, H5T_NATIVE_DOUBLE);
     INSERT(t, bt_profile_row_t, msg_bytes, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_profile_row_t, weight_bytes, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_profile_row_t, kv_bytes_pos, H5T_NATIVE_DOUBLE);
     return t;
 }
 
@@ -564,6 +566,8 @@ bt_status_t bt_h5_append_profile(const char *path, const bt_profile_row_t *rows,
         rec[i].seconds = rows[i].seconds;
         rec[i].act_bytes_row = rows[i].act_bytes_row;
         rec[i].msg_bytes = rows[i].msg_bytes;
+        rec[i].weight_bytes = rows[i].weight_bytes;
+        rec[i].kv_bytes_pos = rows[i].kv_bytes_pos;
     }
     st = append(f, path, D_PROFILE, rec, (hsize_t)n, NULL);
     free(rec);

@@ -70,6 +70,8 @@ typedef struct bt_profile_row {
     double seconds;         /* per call: the median of the repetitions */
     double act_bytes_row;   /* bytes a row adds to a stage-boundary message */
     double msg_bytes;       /* bytes of a message besides its rows */
+    double weight_bytes;    /* the model's weights as a rank holds them (packed), all layers */
+    double kv_bytes_pos;    /* KV cache bytes per position and layer (the --kv-type) */
 } bt_profile_row_t;
 
 /* A /results row as read back (the fields a planner compares with). */
