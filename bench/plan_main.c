@@ -29,6 +29,7 @@ typedef struct plan_args {
     const char *profile, *links, *compare, *trace, *hdf5;
     const char *shape, *type; /* a profile from a shape and a node's rates, not measured */
     double node_flops, node_Bps, node_mem, node_overhead_s;
+    double model_bytes; /* --model-bytes: the weights to plan for (0: the profile's) */
     bt_int_list_t nodes, ubatch, parallel;
     int ranks_per_node, cores_per_node, n_prompt, n_gen, threads;
     double latency_s, bandwidth_Bps;
@@ -47,6 +48,8 @@ static void usage(FILE *f)
             "  --node-gbs Y          Y GB/s of memory (each layer: the larger of the two times)\n"
             "  --node-mem Z          with Z GiB of memory a node (marks splits that do not fit)\n"
             "  --node-overhead-us U  and U us of fixed cost a layer call (default 20)\n"
+            "  --model-bytes SIZE    weights to plan memory for, e.g. 40G (default: the\n"
+            "                        profile's model, as held)\n"
             "  -t, --threads N       the profile's thread count to use (default: the last one)\n"
             "  --nodes LIST          node counts to predict (default 1-8)\n"
             "  --ranks-per-node N    pipeline stages per node (default 1)\n"
@@ -114,7 +117,18 @@ static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
             a->shape = v;
         else if (!strcmp(o, "--type"))
             a->type = v;
-        else if (!strcmp(o, "--node-tflops") || !strcmp(o, "--node-gbs") ||
+        else if (!strcmp(o, "--model-bytes")) {
+            char *end;
+            const double x = strtod(v, &end);
+            const double unit = !strcmp(end, "K") ? 1024.0 : !strcmp(end, "M") ? 1048576.0
+                                : !strcmp(end, "G") ? 1073741824.0
+                                : !strcmp(end, "T") ? 1099511627776.0 : !*end ? 1.0 : -1.0;
+            a->model_bytes = x * unit;
+            if (end == v || unit < 0 || !(x > 0) || !isfinite(x)) {
+                bt_log_error("--model-bytes: '%s' is not a size (bytes, or with K, M, G, T)", v);
+                st = BT_ERR_ARG;
+            }
+        } else if (!strcmp(o, "--node-tflops") || !strcmp(o, "--node-gbs") ||
                  !strcmp(o, "--node-mem") || !strcmp(o, "--node-overhead-us")) {
             char *end;
             const double x = strtod(v, &end);
@@ -474,7 +488,8 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
                a->cores_per_node);
     printf("; hops %.1f us, %.3g Gbit/s; pp%d, tg%d from an empty cache.\n",
            a->latency_s * 1e6, a->bandwidth_Bps * 8 / 1e9, a->n_prompt, a->n_gen);
-    const bool mem = L->weight_bytes > 0;
+    const double weights = a->model_bytes > 0 ? a->model_bytes : L->weight_bytes;
+    const bool mem = weights > 0;
     printf("| nodes | stages | split | -ub | pp t/s GPipe | pp t/s sync | pp speedup | pp "
            "efficiency");
     for (int i = 0; i < a->parallel.n; i++)
@@ -569,7 +584,7 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
                 most = bounds[e] - bounds[s] > most ? bounds[e] - bounds[s] : most;
             }
             const int P = a->parallel.v[a->parallel.n - 1];
-            const double gib = (L->weight_bytes * most / p->n_layer +
+            const double gib = (weights * most / p->n_layer +
                                 (double)most * P * (a->n_prompt + a->n_gen) * L->kv_pos_layer) /
                                1073741824.0;
             printf(" | %.3g%s", gib, a->node_mem > 0 && gib * 1073741824.0 > a->node_mem

@@ -62,6 +62,14 @@ if "$bin/baton-plan" --profile "$h5" -t 1 --nodes 1-4 -p 256 -n 16 --parallel 1,
 else
     bad "baton-plan table"; cat "$tmp/table"
 fi
+# memory a node: the profile's weights, or --model-bytes's against --node-mem
+if "$bin/baton-plan" --profile "$h5" -t 1 --nodes 1,2 -p 64 -n 8 --parallel 1 --model-bytes 40G \
+    --node-mem 24 >"$tmp/mem" 2>&1 && grep -q "^| 1 | 1 | 8 |.* | 40 (does not fit) |" "$tmp/mem" &&
+    grep -q "^| 2 | 2 | 4/4 |.* | 20 |" "$tmp/mem"; then
+    ok "baton-plan --model-bytes 40G: one 24 GiB node cannot hold it, two hold 20 GiB each"
+else
+    bad "baton-plan --model-bytes"; cat "$tmp/mem"
+fi
 if "$bin/baton-plan" --shape llama3-70b --type q4_k --node-tflops 100 --node-gbs 273 --node-mem 64 \
     --nodes 1,2,4 -p 2048 >"$tmp/shape" 2>&1 && grep -q "| 1 | 1 | 80 |.*(does not fit) |" "$tmp/shape" &&
     grep -q "^| 4 | 4 | 20/20/20/20 |" "$tmp/shape"; then
@@ -122,6 +130,7 @@ expect() { # RE CMD...: exits non-zero with one error line matching RE
     fi
 }
 expect "no profile given" "$bin/baton-plan" --nodes 2
+expect "--model-bytes: 'lots' is not a size" "$bin/baton-plan" --profile "$h5" --model-bytes lots
 expect "--latency: 'fast' is not a time" "$bin/baton-plan" --profile "$h5" --latency fast
 expect "--bandwidth: '10GB' is not a rate" "$bin/baton-plan" --profile "$h5" --bandwidth 10GB
 expect "cannot read $tmp/nope.h5" "$bin/baton-plan" --profile "$tmp/nope.h5"
