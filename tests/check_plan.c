@@ -202,6 +202,9 @@ START_TEST(test_trace)
     size_t n;
     char *json = tu_read_file(path, &n);
     ck_assert_ptr_nonnull(json);
+    json = realloc(json, n + 1); /* a string for strstr: the file has no NUL */
+    ck_assert_ptr_nonnull(json);
+    json[n] = '\0';
     ck_assert_ptr_nonnull(strstr(json, "\"traceEvents\""));
     ck_assert_ptr_nonnull(strstr(json, "\"name\": \"compute\""));
     free(json);
