@@ -599,6 +599,14 @@ void bt_cpu_q8_pack(uint8_t *restrict dst, const bt_matrix_t *w)
         pack_panel(dst + (size_t)p * stride, w, p);
 }
 
+/* -(sum * c) with the wrap of the integer lanes: a NaN activation block
+ * (a model that overflowed) has garbage sums, whose product must not be
+ * undefined. */
+static inline int32_t neg_times(int32_t sum, int c)
+{
+    return (int32_t)(0u - (uint32_t)sum * (uint32_t)c);
+}
+
 /* MXFP4's u (twice the E2M1 value plus 12) by code. */
 static const int8_t mxfp4_u[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
@@ -623,8 +631,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
             pw += sb;
         }
         /* integer sums: per token one (two for Q6_K's halves), started at
-         * - c * the sum of q_x they cover (multiplied: a left shift of a
-         * negative sum is undefined in C). With few tokens a block's dot
+         * - c * the sum of q_x they cover (neg_times). With few tokens a block's dot
          * products would be one chain of dependent instructions, so they
          * go round CH chains, added at the end (integers: the same sum). */
         const int CH = T == 1 ? 4 : T == 2 ? 2 : 1; /* a constant once inlined */
@@ -634,10 +641,10 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
             for (int h = 1; h < CH; h++)
                 s[h][t] = v16i_set1(0);
             if (q6k) {
-                s[0][t] = v16i_set1(-(xq.isum16[2 * xb] * c));
-                s2[t] = v16i_set1(-(xq.isum16[2 * xb + 1] * c));
+                s[0][t] = v16i_set1(neg_times(xq.isum16[2 * xb], c));
+                s2[t] = v16i_set1(neg_times(xq.isum16[2 * xb + 1], c));
             } else {
-                s[0][t] = v16i_set1(-(xq.isum[xb] * c));
+                s[0][t] = v16i_set1(neg_times(xq.isum[xb], c));
             }
         }
 #pragma GCC unroll 8 /* constant chain indices: the sums stay in registers */
@@ -797,11 +804,11 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
                 const int nr = n_out - r0 < rows_per ? (int)(n_out - r0) : rows_per;
                 float *o = out + (size_t)t0 * n_out + r0;
                 if (panel) {
-                    const uint8_t *pw = (const uint8_t *)w->packed + (size_t)g * pstride;
-                    if (w->packed == NULL) {
+                    const uint8_t *pw = own; /* no arithmetic on a NULL packed */
+                    if (w->packed != NULL)
+                        pw = (const uint8_t *)w->packed + (size_t)g * pstride;
+                    else
                         pack_panel(own, w, g);
-                        pw = own;
-                    }
                     for (int t = 0; t < nt; t += Q8_PANEL_TOKENS) {
                         const int tt = nt - t < Q8_PANEL_TOKENS ? nt - t : Q8_PANEL_TOKENS;
                         const q8_rows_t xt = {q + (size_t)t * n_in, d + (size_t)t * nb,
