@@ -155,16 +155,19 @@ static int cmp_double(const void *a, const void *b)
 
 /* The split with the smallest largest stage cost among those that fit:
  * binary search over the costs a stage can have (k layers plus none, one
- * or both extras) for the smallest that greedy_fits. false if none fits. */
-static bool fit_memory(int n_layer, int n_stages, const bt_stage_costs_t *c, const bt_nodes_t *nd,
-                       int *bounds, bool *ok_alloc)
+ * or both extras) for the smallest that greedy_fits, into bounds (left as
+ * they were when none fits: *found false). BT_ERR_NOMEM, said, when out
+ * of memory. */
+static bt_status_t fit_memory(int n_layer, int n_stages, const bt_stage_costs_t *c,
+                              const bt_nodes_t *nd, int *bounds, bool *found)
 {
     const size_t n_cand = 4 * (size_t)n_layer;
     double *cand = malloc(n_cand * sizeof *cand);
     int *count = malloc(sizeof *count * (size_t)nd->n_nodes);
-    bool found = false;
-    *ok_alloc = cand != NULL && count != NULL;
-    if (*ok_alloc) {
+    int *fit = malloc(sizeof *fit * (size_t)(n_stages + 1));
+    *found = false;
+    const bool ok = cand != NULL && count != NULL && fit != NULL;
+    if (ok) {
         for (int k = 1; k <= n_layer; k++) {
             double *x = cand + 4 * (size_t)(k - 1);
             x[0] = k * c->layer;
@@ -177,17 +180,22 @@ static bool fit_memory(int n_layer, int n_stages, const bt_stage_costs_t *c, con
         size_t lo = 0, hi = n_cand; /* the answer is in [lo, hi); hi: none found yet */
         while (lo < hi) {
             const size_t mid = lo + (hi - lo) / 2;
-            if (greedy_fits(c, nd, contiguous, count, n_layer, n_stages, cand[mid], bounds))
+            if (greedy_fits(c, nd, contiguous, count, n_layer, n_stages, cand[mid], fit))
                 hi = mid;
             else
                 lo = mid + 1;
         }
-        found = lo < n_cand &&
-                greedy_fits(c, nd, contiguous, count, n_layer, n_stages, cand[lo], bounds);
+        *found = lo < n_cand &&
+                 greedy_fits(c, nd, contiguous, count, n_layer, n_stages, cand[lo], fit);
+        if (*found)
+            memcpy(bounds, fit, sizeof *fit * (size_t)(n_stages + 1));
+    } else {
+        bt_log_error("partition: cannot allocate the search over %d layers", n_layer);
     }
     free(cand);
     free(count);
-    return found;
+    free(fit);
+    return ok ? BT_OK : BT_ERR_NOMEM;
 }
 
 /* "0", "0-3" or "0, 2, 5": the ranks on node n. */
@@ -283,18 +291,13 @@ bt_status_t bt_partition(int n_layer, int n_stages, const double *ratios, int n_
     if (need == NULL)
         return BT_ERR_NOMEM;
     int n = overflowing_node(costs, nodes, bounds, n_stages, need);
-    if (n >= 0 && ratios == NULL) {
-        int *fit = malloc(sizeof *fit * (size_t)(n_stages + 1));
-        bool ok_alloc = false;
-        if (fit != NULL && fit_memory(n_layer, n_stages, costs, nodes, fit, &ok_alloc)) {
-            memcpy(bounds, fit, sizeof *fit * (size_t)(n_stages + 1));
+    if (n >= 0 && ratios == NULL) { /* bounds keep the balanced split when none fits */
+        bool found;
+        st = fit_memory(n_layer, n_stages, costs, nodes, bounds, &found);
+        if (found)
             n = -1;
-        } else if (fit == NULL || !ok_alloc) {
-            st = BT_ERR_NOMEM;
-        }
-        free(fit);
     }
-    if (n >= 0) {
+    if (n >= 0 && st == BT_OK) {
         char head[96];
         if (ratios != NULL)
             snprintf(head, sizeof head, "-ts");
