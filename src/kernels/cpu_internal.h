@@ -23,10 +23,10 @@ static inline int bt_team_size(const bt_scratch_t *s, double work)
 /* cpu_q8.c and cpu_fpanel.c define these in the avx512 and avx2 builds
  * only (BT_SIMD16, simd16.h); cpu.c calls them there alone. */
 
-/* cpu_q8.c: whether bt_cpu_matmul_q8 takes W (a quantized format, rows a
- * whole number of 64 elements, the avx512 build; the avx2 build: the
- * formats with a packed layout), and the product with activations
- * quantized to 8 bits per 32-element block. */
+/* cpu_q8.c: whether bt_cpu_matmul_q8 takes W (the avx512 build: any
+ * quantized format with rows of whole 64s, its direct path; both builds:
+ * the formats with a packed layout, rows of whole 32s), and the product
+ * with activations quantized to 8 bits per 32-element block. */
 bool bt_cpu_q8_supports(uint32_t type, int64_t n_in);
 void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                       int n_tok, const bt_scratch_t *s);
