@@ -621,6 +621,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
     const int pb = packed_block_bytes(type), sb = packed_super_bytes(type), nv = nib ? 4 : 8;
     const int c = offset_c(type);
     v16f acc[Q8_PANEL_TOKENS], dsup = v16f_zero(), msup = v16f_zero();
+#pragma GCC unroll 8
     for (int t = 0; t < T; t++)
         acc[t] = v16f_zero();
     for (int64_t b = 0; b < nb; b++, pw += pb) {
@@ -636,8 +637,10 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
          * go round CH chains, added at the end (integers: the same sum). */
         const int CH = T == 1 ? 4 : T == 2 ? 2 : 1; /* a constant once inlined */
         v16i s[4][Q8_PANEL_TOKENS], s2[Q8_PANEL_TOKENS];
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const size_t xb = (size_t)t * nb + b;
+#pragma GCC unroll 8
             for (int h = 1; h < CH; h++)
                 s[h][t] = v16i_set1(0);
             if (q6k) {
@@ -652,6 +655,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
             const v16i v = v16i_load(pw + 64 * j);
             if (!nib) {
                 const int h = j % CH;
+#pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
                     const v16i x = v16i_bcast4(xq.q + (size_t)t * n_in + 32 * b + 4 * j);
                     if (q6k && j >= 4)
@@ -668,6 +672,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
                     hi = v16i_lut16(hi, mxfp4_u);
                 }
                 const int h0 = (2 * j) % CH, h1 = (2 * j + 1) % CH;
+#pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
                     const int8_t *x = xq.q + (size_t)t * n_in + 32 * b + 4 * j;
                     s[h0][t] = v16i_dot_small(s[h0][t], lo, v16i_bcast4(x));
@@ -675,7 +680,9 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
                 }
             }
         }
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
             for (int h = 1; h < CH; h++)
                 s[0][t] = v16i_add(s[0][t], s[h][t]);
         /* the rows' scales (and minimums) of this block, as wpair gives them */
@@ -694,6 +701,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
             if (has_min(type))
                 m = v16f_load_f16(sc + 32);
         }
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const size_t xb = (size_t)t * nb + b;
             const v16f dx = v16f_set1(xq.d[xb]);
@@ -704,6 +712,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
                 acc[t] = v16f_fma(v16f_set1((float)xq.isum[xb]), v16f_mul(m, dx), acc[t]);
         }
     }
+#pragma GCC unroll 8
     for (int t = 0; t < T; t++)
         v16f_store_n(out + (size_t)t * ldo, acc[t], nr);
 }
