@@ -766,43 +766,53 @@ static void kv_round(float *x, size_t n)
         x[i] = bt_f16_to_f32(bt_f32_to_f16(x[i]));
 }
 
-START_TEST(test_attention_batch_invariance)
+/* Invariant 1 for attention: the rows of one call over positions pos0 ..
+ * pos0 + nt - 1, of the same call split into micro-batches of 1, 3, 2, ...
+ * (so a row shares its passes with other tokens) and of 1-3 threads are
+ * bitwise equal. */
+static void attn_invariance_case(int n_head, int n_kv, int hd, int nt, int pos0, int window,
+                                 uint32_t kv_type, uint64_t seed)
 {
-    enum { NT = 13, POS0 = 4, NCTX = POS0 + NT };
-    static const int dims[] = {20, 64};
-    const int n_head = 6, n_kv = 3, hd = dims[_i % 2];
-    const uint32_t kv_type = _i < 2 ? BT_TYPE_F32 : BT_TYPE_F16;
-    const size_t qd = (size_t)n_head * hd, kvd = (size_t)n_kv * hd;
-    rng_t r = rng_make(400 + (uint64_t)hd);
-    float *q = xmalloc(NT * qd * sizeof(float));
-    float *k = xmalloc(NCTX * kvd * sizeof(float));
-    float *v = xmalloc(NCTX * kvd * sizeof(float));
-    float *full = xmalloc(NT * qd * sizeof(float));
-    float *part = xmalloc(NT * qd * sizeof(float));
-    fill(q, NT * qd, &r, -2.0f, 2.0f);
-    fill(k, NCTX * kvd, &r, -2.0f, 2.0f);
-    fill(v, NCTX * kvd, &r, -1.0f, 1.0f);
-    bt_scratch_t s1 = scratch_make(1, NCTX, 1);
-    call_attention(&bt_ops_cpu, full, q, k, v, kv_type, NT, POS0, n_head, n_kv, hd, NCTX, &s1);
+    const int n_ctx = pos0 + nt;
+    const size_t qd = (size_t)n_head * hd, kvd = (size_t)n_kv * hd, nq = (size_t)nt * qd;
+    rng_t r = rng_make(seed);
+    float *q = xmalloc(nq * sizeof(float));
+    float *k = xmalloc((size_t)n_ctx * kvd * sizeof(float));
+    float *v = xmalloc((size_t)n_ctx * kvd * sizeof(float));
+    float *full = xmalloc(nq * sizeof(float)), *part = xmalloc(nq * sizeof(float));
+    fill(q, nq, &r, -2.0f, 2.0f);
+    fill(k, (size_t)n_ctx * kvd, &r, -2.0f, 2.0f);
+    fill(v, (size_t)n_ctx * kvd, &r, -1.0f, 1.0f);
+    /* keys drift with position, so the scores of a row whose q sums > 0
+     * keep rising: its running max moves in every key block, and a block
+     * placed anywhere else would round differently */
+    for (int j = 0; j < n_ctx; j++)
+        for (size_t c = 0; c < kvd; c++)
+            k[(size_t)j * kvd + c] += 3.0f * (float)j / (float)n_ctx;
+    const bt_attn_t a = {n_head, n_kv, hd, n_ctx, window, 1.0f / sqrtf((float)hd)};
+    bt_scratch_t s1 = scratch_make(1, n_ctx, 1);
+    call_attention_a(&bt_ops_cpu, full, q, k, v, kv_type, nt, pos0, &a, &s1);
     for (int nth = 1; nth <= 3; nth++) {
-        bt_scratch_t s = scratch_make(1, NCTX, nth);
-        memset(part, 0xff, NT * qd * sizeof(float));
-        call_attention(&bt_ops_cpu, part, q, k, v, kv_type, NT, POS0, n_head, n_kv, hd, NCTX, &s);
-        CHECK_MSG(memcmp(part, full, NT * qd * sizeof(float)) == 0,
-                  "head_dim %d kv %u: %d threads differ from 1", hd, (unsigned)kv_type, nth);
+        bt_scratch_t s = scratch_make(1, n_ctx, nth);
+        memset(part, 0xff, nq * sizeof(float));
+        call_attention_a(&bt_ops_cpu, part, q, k, v, kv_type, nt, pos0, &a, &s);
+        CHECK_MSG(memcmp(part, full, nq * sizeof(float)) == 0,
+                  "heads %d/%d hd %d window %d kv %u: %d threads differ from 1", n_head, n_kv, hd,
+                  window, (unsigned)kv_type, nth);
         for (size_t p = 0; p < sizeof splits / sizeof splits[0]; p++) {
-            memset(part, 0xff, NT * qd * sizeof(float));
+            memset(part, 0xff, nq * sizeof(float));
             int idx = 0;
-            for (int t = 0; t < NT;) {
-                int n = split_next(splits[p], &idx, NT - t);
-                call_attention(&bt_ops_cpu, part + t * qd, q + t * qd, k, v, kv_type, n, POS0 + t,
-                               n_head, n_kv, hd, NCTX, &s);
+            for (int t = 0; t < nt;) {
+                int n = split_next(splits[p], &idx, nt - t);
+                call_attention_a(&bt_ops_cpu, part + t * qd, q + t * qd, k, v, kv_type, n,
+                                 pos0 + t, &a, &s);
                 t += n;
             }
-            for (int t = 0; t < NT; t++)
+            for (int t = 0; t < nt; t++)
                 CHECK_MSG(memcmp(part + t * qd, full + t * qd, qd * sizeof(float)) == 0,
-                          "head_dim %d kv %u: split %zu, %d threads: token %d differs", hd,
-                          (unsigned)kv_type, p, nth, t);
+                          "heads %d/%d hd %d window %d kv %u pos0 %d: split %zu, %d threads: "
+                          "token %d differs",
+                          n_head, n_kv, hd, window, (unsigned)kv_type, pos0, p, nth, t);
         }
         free(s.buf);
     }
@@ -812,6 +822,30 @@ START_TEST(test_attention_batch_invariance)
     free(v);
     free(k);
     free(q);
+}
+
+START_TEST(test_attention_batch_invariance)
+{
+    static const int dims[] = {20, 64};
+    attn_invariance_case(6, 3, dims[_i % 2], 13, 4, 0, _i < 2 ? BT_TYPE_F32 : BT_TYPE_F16,
+                         400 + (uint64_t)dims[_i % 2]);
+}
+END_TEST
+
+/* Across the cpu kernel's key blocks (BT_ATT_KEY_BLOCK keys at fixed
+ * positions): a batch that starts before a block boundary and ends past
+ * it, one long enough to fill several units of rows, windows that start
+ * inside a block, f32 and f16. */
+START_TEST(test_attention_key_blocks_invariance)
+{
+    const uint32_t kv = _i % 2 ? BT_TYPE_F16 : BT_TYPE_F32;
+    const int kb = BT_ATT_KEY_BLOCK;
+    switch (_i / 2) {
+    case 0: attn_invariance_case(6, 3, 64, 40, kb - 17, 0, kv, 2100); break;
+    case 1: attn_invariance_case(8, 1, 20, 30, 2 * kb - 9, 100, kv, 2101); break;
+    case 2: attn_invariance_case(4, 2, 16, kb + 30, 3, 0, kv, 2102); break;
+    default: attn_invariance_case(2, 2, 24, 21, kb + 5, kb - 3, kv, 2103); break;
+    }
 }
 END_TEST
 
@@ -1121,6 +1155,70 @@ START_TEST(test_attention_window)
 }
 END_TEST
 
+/* Long contexts, against the double oracle: batches across the cpu
+ * kernel's key-block boundaries, decode far into the cache, windows that
+ * start inside a block and a window past the context (which must equal no
+ * window, bit for bit). */
+START_TEST(test_attention_key_blocks)
+{
+    const int kb = BT_ATT_KEY_BLOCK;
+    const uint32_t kv = _i ? BT_TYPE_F16 : BT_TYPE_F32;
+    rng_t r = rng_make(2200 + (uint64_t)_i);
+    attn_window_case(6, 3, 64, kb - 20, 45, 0, 0.125f, kv, &r);
+    attn_window_case(4, 1, 20, 3 * kb - 1, 1, 0, 0.25f, kv, &r);
+    attn_window_case(8, 2, 16, kb + 40, 9, kb / 2 + 3, 0.25f, kv, &r);
+    attn_window_case(2, 2, 32, 0, kb + 33, 2 * kb, 0.2f, kv, &r);
+}
+END_TEST
+
+/* Sinks over several key blocks: the sink joins the running max from the
+ * first block on and its weight joins the sum last; cpu against ref (which
+ * takes the softmax in one pass), and against the same call with the sink
+ * at -inf, which must differ where the sink outweighs the keys. */
+START_TEST(test_attention_sinks_long)
+{
+    enum { NH = 4, NKV = 2, HD = 32, NT = 5 };
+    const int pos0 = 2 * BT_ATT_KEY_BLOCK + 11, n_ctx = pos0 + NT;
+    const size_t qd = (size_t)NH * HD, kvd = (size_t)NKV * HD, nq = NT * qd;
+    rng_t r = rng_make(2300);
+    float *q = xmalloc(nq * sizeof(float)), *out_ref = xmalloc(nq * sizeof(float));
+    float *out_cpu = xmalloc(nq * sizeof(float)), *out_none = xmalloc(nq * sizeof(float));
+    float *k = xmalloc((size_t)n_ctx * kvd * sizeof(float));
+    float *v = xmalloc((size_t)n_ctx * kvd * sizeof(float));
+    fill(q, nq, &r, -1.0f, 1.0f);
+    fill(k, (size_t)n_ctx * kvd, &r, -1.0f, 1.0f);
+    fill(v, (size_t)n_ctx * kvd, &r, -1.0f, 1.0f);
+    /* head 0: no weight to speak of; head 3: about as much as all the keys */
+    const float sinks[NH] = {-30.0f, 0.5f, 3.0f, 6.5f};
+    bt_attn_t a = {NH, NKV, HD, n_ctx, 0, 0.25f, sinks};
+    for (int nth = 1; nth <= 2; nth++) {
+        bt_scratch_t s = scratch_make(1, n_ctx, nth);
+        call_attention_a(&bt_ops_ref, out_ref, q, k, v, BT_TYPE_F32, NT, pos0, &a, &s);
+        call_attention_a(&bt_ops_cpu, out_cpu, q, k, v, BT_TYPE_F32, NT, pos0, &a, &s);
+        a.sinks = NULL;
+        call_attention_a(&bt_ops_cpu, out_none, q, k, v, BT_TYPE_F32, NT, pos0, &a, &s);
+        a.sinks = sinks;
+        for (size_t e = 0; e < nq; e++) {
+            const int h = (int)(e / HD % NH);
+            CHECK_MSG(fabsf(out_cpu[e] - out_ref[e]) <= 2e-6f,
+                      "threads %d: element %zu (head %d, sink %g): cpu %.9g ref %.9g", nth, e, h,
+                      (double)sinks[h], (double)out_cpu[e], (double)out_ref[e]);
+            if (h == 3) /* the sink takes about half the weight: outputs shrink */
+                CHECK_MSG(fabsf(out_cpu[e]) < 0.75f * fabsf(out_none[e]) + 1e-6f,
+                          "element %zu: with sink %.9g, without %.9g", e, (double)out_cpu[e],
+                          (double)out_none[e]);
+        }
+        free(s.buf);
+    }
+    free(v);
+    free(k);
+    free(out_none);
+    free(out_cpu);
+    free(out_ref);
+    free(q);
+}
+END_TEST
+
 /* The edge of the window, exactly: every value is 0 except key b's, so a
  * row's output is exactly 0 where b is outside its window (p - b >= w or
  * b > p; the cpu kernel's tile scores keys from its first token's window
@@ -1180,52 +1278,9 @@ END_TEST
  * equal. _i: tile of 8, 2 or 1 tokens x window 3 or 7 x f32 or f16. */
 START_TEST(test_attention_window_invariance)
 {
-    enum { NT = 13, POS0 = 9, NCTX = POS0 + NT };
     static const int heads[][2] = {{4, 4}, {8, 2}, {8, 1}};
-    const int n_head = heads[_i % 3][0], n_kv = heads[_i % 3][1], hd = 20;
-    const int window = (_i / 3) % 2 ? 7 : 3;
-    const uint32_t kv_type = _i < 6 ? BT_TYPE_F32 : BT_TYPE_F16;
-    const size_t qd = (size_t)n_head * hd, kvd = (size_t)n_kv * hd;
-    rng_t r = rng_make(1400 + (uint64_t)_i);
-    float *q = xmalloc(NT * qd * sizeof(float));
-    float *k = xmalloc(NCTX * kvd * sizeof(float));
-    float *v = xmalloc(NCTX * kvd * sizeof(float));
-    float *full = xmalloc(NT * qd * sizeof(float)), *part = xmalloc(NT * qd * sizeof(float));
-    fill(q, NT * qd, &r, -2.0f, 2.0f);
-    fill(k, NCTX * kvd, &r, -2.0f, 2.0f);
-    fill(v, NCTX * kvd, &r, -1.0f, 1.0f);
-    const bt_attn_t a = {n_head, n_kv, hd, NCTX, window, 1.0f / sqrtf((float)hd)};
-    bt_scratch_t s1 = scratch_make(1, NCTX, 1);
-    call_attention_a(&bt_ops_cpu, full, q, k, v, kv_type, NT, POS0, &a, &s1);
-    for (int nth = 1; nth <= 3; nth++) {
-        bt_scratch_t s = scratch_make(1, NCTX, nth);
-        memset(part, 0xff, NT * qd * sizeof(float));
-        call_attention_a(&bt_ops_cpu, part, q, k, v, kv_type, NT, POS0, &a, &s);
-        CHECK_MSG(memcmp(part, full, NT * qd * sizeof(float)) == 0,
-                  "heads %d/%d window %d kv %u: %d threads differ from 1", n_head, n_kv, window,
-                  (unsigned)kv_type, nth);
-        for (size_t p = 0; p < sizeof splits / sizeof splits[0]; p++) {
-            memset(part, 0xff, NT * qd * sizeof(float));
-            int idx = 0;
-            for (int t = 0; t < NT;) {
-                int n = split_next(splits[p], &idx, NT - t);
-                call_attention_a(&bt_ops_cpu, part + t * qd, q + t * qd, k, v, kv_type, n,
-                                 POS0 + t, &a, &s);
-                t += n;
-            }
-            for (int t = 0; t < NT; t++)
-                CHECK_MSG(memcmp(part + t * qd, full + t * qd, qd * sizeof(float)) == 0,
-                          "heads %d/%d window %d kv %u: split %zu, %d threads: token %d differs",
-                          n_head, n_kv, window, (unsigned)kv_type, p, nth, t);
-        }
-        free(s.buf);
-    }
-    free(s1.buf);
-    free(part);
-    free(full);
-    free(v);
-    free(k);
-    free(q);
+    attn_invariance_case(heads[_i % 3][0], heads[_i % 3][1], 20, 13, 9, (_i / 3) % 2 ? 7 : 3,
+                         _i < 6 ? BT_TYPE_F32 : BT_TYPE_F16, 1400 + (uint64_t)_i);
 }
 END_TEST
 
@@ -1991,12 +2046,15 @@ static Suite *kernels_suite(void)
         tcase_add_loop_test(tc, test_attention_isa_same, 0, 6);
     tcase_add_loop_test(tc, test_attention_window, 0, 4);
     tcase_add_loop_test(tc, test_attention_window_edge, 0, 4);
+    tcase_add_loop_test(tc, test_attention_key_blocks, 0, 2);
+    tcase_add_test(tc, test_attention_sinks_long);
     suite_add_tcase(s, tc);
     tc = tcase_create("invariance");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_matmul_batch_invariance, 0, n_types);
     tcase_add_loop_test(tc, test_attention_batch_invariance, 0, 4);
     tcase_add_loop_test(tc, test_attention_window_invariance, 0, 12);
+    tcase_add_loop_test(tc, test_attention_key_blocks_invariance, 0, 8);
     suite_add_tcase(s, tc);
     tc = tcase_create("elementwise");
     tcase_add_test(tc, test_rmsnorm);

@@ -511,6 +511,7 @@ static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float 
  * several tokens): the keys and values they share are loaded once for all
  * of them. */
 #define ATT_ROWS 8
+_Static_assert(ATT_ROWS <= 8, "bt_scratch_floats holds 8 rows of scores per key block");
 
 /* score[r][j] = scale * sum_d q[r][d] * kt[d][j] for rows r < nr (<=
  * ATT_ROWS) and keys j < n_keys, 2 VL keys at a time from the transposed
@@ -574,45 +575,55 @@ static inline v16f exp_neg(v16f x)
 }
 #endif
 
-/* exp(score[j] - max) in place; returns their sum in double: in 16 lanes
- * (each a fixed subsequence of j), then a fixed horizontal sum, in the
- * avx512 and avx2 builds; otherwise in order. Either way fixed by n alone.
- * sink (-inf: none) joins the max and, last, the sum. */
-static __attribute__((noinline)) double exp_sum(float *restrict score, int n, float sink)
+/* One key block of a row's online softmax: with m the row's running max
+ * (its sink, or -inf, before the first block), mb = max(m, score[0 .. n));
+ * score[j] becomes e^(score[j] - mb) in place, *alpha = e^(m - mb) (what
+ * the row's earlier sums are scaled by; exactly 1 when the max stays), m
+ * becomes mb, and the result is the sum of the new weights in double: in
+ * 16 lanes (each a fixed subsequence of j), then a fixed horizontal sum,
+ * in the avx512 and avx2 builds; otherwise in order. Either way fixed by
+ * n and the scores alone. */
+static __attribute__((noinline)) double exp_block(float *restrict score, int n, float *m,
+                                                  float *alpha)
 {
 #if BT_SIMD16
-    v16f mv = v16f_set1(sink);
+    v16f mv = v16f_set1(*m);
     for (int j = 0; j < n; j += 16)
         mv = v16f_max(mv, v16f_load_n(score + j, n - j < 16 ? n - j : 16, -INFINITY));
     const float top = v16f_hmax(mv);
     const v16f mx = v16f_set1(top);
     v16d sum = v16d_zero();
     for (int j = 0; j < n; j += 16) {
-        const int m = n - j < 16 ? n - j : 16;
-        const v16f e = v16f_keep_n(exp_neg(v16f_sub(v16f_load_n(score + j, m, 0.0f), mx)), m);
-        v16f_store_n(score + j, e, m);
+        const int k = n - j < 16 ? n - j : 16;
+        const v16f e = v16f_keep_n(exp_neg(v16f_sub(v16f_load_n(score + j, k, 0.0f), mx)), k);
+        v16f_store_n(score + j, e, k);
         sum = v16d_add_f(sum, e);
     }
-    return v16d_sum(sum) + (double)expf(sink - top);
+    *alpha = v16f_hmax(exp_neg(v16f_set1(*m - top))); /* every lane the same */
+    *m = top;
+    return v16d_sum(sum);
 #else
-    float max = sink;
+    float top = *m;
     for (int j = 0; j < n; j++)
-        max = score[j] > max ? score[j] : max;
+        top = score[j] > top ? score[j] : top;
     double sum = 0.0;
     for (int j = 0; j < n; j++) {
-        score[j] = expf(score[j] - max);
+        score[j] = expf(score[j] - top);
         sum += score[j];
     }
-    return sum + (double)expf(sink - max);
+    *alpha = expf(*m - top);
+    *m = top;
+    return sum;
 #endif
 }
 
-/* out[r][d] = sum_j p[r][j] * v[j][d] * inv[r] for rows r < nr: each
- * element sums over j in order; a value vector is loaded once for all
- * rows. Dims past the last full vector go one at a time. */
+/* out[r][d] = alpha[r] out[r][d] + sum_j p[r][j] * v[j][d] for rows r < nr
+ * and each row's keys j < nk[r]: each element starts from its scaled sum
+ * and adds the keys in order; a value vector is loaded once for all rows.
+ * Dims past the last full vector go one at a time. */
 static inline __attribute__((always_inline)) void
-attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv, const int nr,
-         const void *v, int kv_dim, const int *nk, int head_dim, const bool f16)
+attend_n(float *const *out, const float *restrict p, size_t ld, const float *alpha,
+         const int nr, const void *v, int kv_dim, const int *nk, int head_dim, const bool f16)
 {
     int n_min = nk[0], n_max = nk[0]; /* row r sums over its own nk[r] keys */
     for (int r = 1; r < nr; r++) {
@@ -623,8 +634,10 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv
     for (; d + 2 * VL <= head_dim; d += 2 * VL) {
         vf a[ATT_ROWS][2];
         #pragma GCC unroll 8
-        for (int r = 0; r < ATT_ROWS; r++)
-            a[r][0] = a[r][1] = vf_zero();
+        for (int r = 0; r < nr; r++) {
+            a[r][0] = vf_mul(vf_load(out[r] + d), vf_set1(alpha[r]));
+            a[r][1] = vf_mul(vf_load(out[r] + d + VL), vf_set1(alpha[r]));
+        }
         for (int j = 0; j < n_min; j++) { /* keys of every row */
             const size_t vj = (size_t)j * kv_dim + d;
             const vf v0 = kv_load(v, vj, f16), v1 = kv_load(v, vj + VL, f16);
@@ -648,25 +661,25 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *inv
         }
         #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
-            vf_store(out[r] + d, vf_mul(a[r][0], vf_set1(inv[r])));
-            vf_store(out[r] + d + VL, vf_mul(a[r][1], vf_set1(inv[r])));
+            vf_store(out[r] + d, a[r][0]);
+            vf_store(out[r] + d + VL, a[r][1]);
         }
     }
     for (; d + VL <= head_dim; d += VL)
         #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
-            vf acc = vf_zero();
+            vf acc = vf_mul(vf_load(out[r] + d), vf_set1(alpha[r]));
             for (int j = 0; j < nk[r]; j++)
                 acc = vf_fma(vf_set1(p[r * ld + j]), kv_load(v, (size_t)j * kv_dim + d, f16), acc);
-            vf_store(out[r] + d, vf_mul(acc, vf_set1(inv[r])));
+            vf_store(out[r] + d, acc);
         }
     for (; d < head_dim; d++)
         #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
-            float acc = 0.0f;
-            for (int j = 0; j < nk[r]; j++) /* as a vector lane would */
+            float acc = out[r][d] * alpha[r]; /* as a vector lane would */
+            for (int j = 0; j < nk[r]; j++)
                 acc = lane_fma(p[r * ld + j], kv_get(v, (size_t)j * kv_dim + d, f16), acc);
-            out[r][d] = acc * inv[r];
+            out[r][d] = acc;
         }
 }
 
@@ -684,10 +697,10 @@ typedef void (*attend_fn)(float *const *, const float *restrict, size_t, const f
         scores_n(score, ld, q, nr, kt, k_stride, n_keys, head_dim, scale, f16);                 \
     }                                                                                           \
     static void attend_##name(float *const *out, const float *restrict p, size_t ld,            \
-                              const float *inv, const void *v, int kv_dim, const int *nk,       \
+                              const float *alpha, const void *v, int kv_dim, const int *nk,     \
                               int head_dim)                                                     \
     {                                                                                           \
-        attend_n(out, p, ld, inv, nr, v, kv_dim, nk, head_dim, f16);                            \
+        attend_n(out, p, ld, alpha, nr, v, kv_dim, nk, head_dim, f16);                          \
     }
 #define ATT_FNS_ROWS(nr) ATT_FNS(nr, false, f32_##nr) ATT_FNS(nr, true, f16_##nr)
 ATT_FNS_ROWS(1)
@@ -704,12 +717,17 @@ ATT_FNS_ROWS(8)
 static const scores_fn scores_tab[2][ATT_ROWS] = {ATT_TAB(scores, f32), ATT_TAB(scores, f16)};
 static const attend_fn attend_tab[2][ATT_ROWS] = {ATT_TAB(attend, f32), ATT_TAB(attend, f16)};
 
-/* Per (tile of tokens, kv head): the rows (token, query head) that read
- * that kv head, up to ATT_ROWS (and as many as the scratch holds score rows
- * for) at a time. A tile takes as many tokens as fill ATT_ROWS rows; its
- * rows score the keys of its last token, and each row's softmax and sum
- * use only its own (causal) keys, so a row's result does not depend on the
- * rows it shares a pass with. */
+/* The rows of one kv head are its (token, query head) pairs in that
+ * order. A unit is ATT_UNIT_ROWS consecutive rows of one kv head; its
+ * keys go by in blocks of BT_ATT_KEY_BLOCK at fixed positions (multiples of
+ * the block from key 0), and each block, while its K and V stay in the
+ * caches, serves the unit's rows ATT_ROWS at a time: scores, then each
+ * row's online-softmax step over its own keys of the block (exp_block),
+ * then its values. A row's operations depend on its position (its keys)
+ * and the fixed blocks alone, never on the rows, tokens or threads it
+ * shares a unit with (invariant 1). */
+#define ATT_UNIT_ROWS 64
+
 typedef struct {
     float *out;
     const float *q;
@@ -726,62 +744,90 @@ static inline int first_key(const bt_attn_t *a, int p)
     return a->window > 0 && p >= a->window ? p - a->window + 1 : 0;
 }
 
-/* Thread me of nth: its contiguous share of the (tile, kv head) units. A
- * pass scores the keys [j_lo, n_keys) that some row of it sees; row r
- * takes the softmax over its own keys [j0_r, nk_r), and the weights of the
- * keys before j0_r are set to 0, which leaves its sums as they would be
- * without them (an fma with a zero product adds +0). */
-static void att_share(const att_args_t *x, int me, int nth)
+/* Rows [r0, r1) of kv head g (see above); score: ATT_ROWS x
+ * BT_ATT_KEY_BLOCK floats. Within a block, a pass scores the keys
+ * [klo, khi) that some row of it sees there; the weights of a row's keys
+ * before its own first (a window's start) are set to 0, which leaves its
+ * sums as they would be without them (an fma with a zero product adds +0). */
+static void att_unit(const att_args_t *x, int g, int r0, int r1, float *score)
 {
+    enum { KB = BT_ATT_KEY_BLOCK };
     const bt_attn_t *a = x->a;
     const bool f16 = x->f16;
     const size_t es = f16 ? 2 : 4; /* bytes per cache element */
-    const int n_head = a->n_head, head_dim = a->head_dim, pos0 = x->pos0, n_tok = x->n_tok;
-    const int group = n_head / a->n_head_kv;
-    const int kv_dim = a->n_head_kv * head_dim;
-    const int tile = group < ATT_ROWS ? ATT_ROWS / group : 1; /* tokens per tile */
-    const int64_t n_units = (int64_t)((n_tok + tile - 1) / tile) * a->n_head_kv;
-    float *score = x->s->buf + (size_t)me * x->s->per_thread;
-    for (int64_t u = n_units * me / nth; u < n_units * (me + 1) / nth; u++) {
-        const int ti = (int)(u / a->n_head_kv), g = (int)(u % a->n_head_kv);
-        const int t0 = ti * tile, nt = n_tok - t0 < tile ? n_tok - t0 : tile;
-        const int n_rows = nt * group;
-        const int j_lo = first_key(a, pos0 + t0); /* the earliest key of the tile */
-        const size_t ld = (size_t)(pos0 + t0 + nt - j_lo); /* keys of the tile's last token */
-        int fit = (int)(x->s->per_thread / ld);
-        fit = fit < 1 ? 1 : fit > ATT_ROWS ? ATT_ROWS : fit;
-        for (int r0 = 0; r0 < n_rows; r0 += fit) {
-            const int nr = n_rows - r0 < fit ? n_rows - r0 : fit;
+    const int n_head = a->n_head, head_dim = a->head_dim, pos0 = x->pos0;
+    const int group = n_head / a->n_head_kv, kv_dim = a->n_head_kv * head_dim;
+    const char *kg = (const char *)x->k + es * (size_t)g * head_dim * a->k_stride;
+    const char *vg = (const char *)x->v + es * (size_t)g * head_dim;
+    float m[ATT_UNIT_ROWS];
+    double l[ATT_UNIT_ROWS];
+    for (int i = r0; i < r1; i++) {
+        const int t = i / group, h = g * group + i % group;
+        m[i - r0] = a->sinks != NULL ? a->sinks[h] : -INFINITY;
+        l[i - r0] = 0.0;
+        memset(x->out + ((size_t)t * n_head + (size_t)h) * head_dim, 0,
+               sizeof(float) * (size_t)head_dim);
+    }
+    const int j_begin = first_key(a, pos0 + r0 / group), j_end = pos0 + (r1 - 1) / group + 1;
+    for (int b0 = j_begin / KB * KB; b0 < j_end; b0 += KB) {
+        for (int c = r0; c < r1; c += ATT_ROWS) {
             const float *qr[ATT_ROWS];
-            float *orow[ATT_ROWS];
-            float inv[ATT_ROWS];
-            int nk[ATT_ROWS], jk[ATT_ROWS], n_keys = 0; /* relative to j_lo */
-            float sink[ATT_ROWS];
-            for (int r = 0; r < nr; r++) {
-                const int t = t0 + (r0 + r) / group, h = g * group + (r0 + r) % group;
+            float *orow[ATT_ROWS], alpha[ATT_ROWS];
+            int idx[ATT_ROWS], lo[ATT_ROWS], nk[ATT_ROWS], nr = 0;
+            int klo = b0 + KB, khi = b0;
+            for (int i = c; i < r1 && i < c + ATT_ROWS; i++) {
+                const int t = i / group, h = g * group + i % group;
+                const int j0 = first_key(a, pos0 + t), j1 = pos0 + t + 1;
+                const int rlo = j0 > b0 ? j0 : b0, rhi = j1 < b0 + KB ? j1 : b0 + KB;
+                if (rlo >= rhi)
+                    continue; /* none of its keys in this block (causal, window) */
                 const size_t row = ((size_t)t * n_head + (size_t)h) * head_dim;
-                qr[r] = x->q + row;
-                orow[r] = x->out + row;
-                nk[r] = pos0 + t + 1 - j_lo;
-                jk[r] = first_key(a, pos0 + t) - j_lo;
-                sink[r] = a->sinks != NULL ? a->sinks[h] : -INFINITY;
-                n_keys = nk[r] > n_keys ? nk[r] : n_keys;
+                qr[nr] = x->q + row;
+                orow[nr] = x->out + row;
+                idx[nr] = i - r0;
+                lo[nr] = rlo;
+                nk[nr] = rhi; /* made relative to klo below */
+                klo = rlo < klo ? rlo : klo;
+                khi = rhi > khi ? rhi : khi;
+                nr++;
             }
-            scores_tab[f16][nr - 1](score, ld, qr,
-                                    (const char *)x->k + es * ((size_t)g * head_dim * a->k_stride +
-                                                               (size_t)j_lo),
-                                    a->k_stride, n_keys, head_dim, a->scale);
+            if (nr == 0)
+                continue;
+            scores_tab[f16][nr - 1](score, KB, qr, kg + es * (size_t)klo, a->k_stride,
+                                    khi - klo, head_dim, a->scale);
             for (int r = 0; r < nr; r++) {
-                float *sr = score + r * ld;
-                inv[r] = (float)(1.0 / exp_sum(sr + jk[r], nk[r] - jk[r], sink[r]));
-                for (int j = 0; j < jk[r]; j++)
+                float *sr = score + (size_t)r * KB;
+                for (int j = 0; j < lo[r] - klo; j++)
                     sr[j] = 0.0f;
+                const double sum = exp_block(sr + (lo[r] - klo), nk[r] - lo[r], &m[idx[r]],
+                                             &alpha[r]);
+                l[idx[r]] = l[idx[r]] * alpha[r] + sum;
+                nk[r] -= klo;
             }
-            attend_tab[f16][nr - 1](orow, score, ld, inv,
-                                    (const char *)x->v +
-                                        es * ((size_t)j_lo * kv_dim + (size_t)g * head_dim),
+            attend_tab[f16][nr - 1](orow, score, KB, alpha, vg + es * (size_t)klo * kv_dim,
                                     kv_dim, nk, head_dim);
         }
+    }
+    for (int i = r0; i < r1; i++) { /* the sink's weight last, then 1 / the sum */
+        const int t = i / group, h = g * group + i % group;
+        const float sink = a->sinks != NULL ? a->sinks[h] : -INFINITY;
+        const float inv = (float)(1.0 / (l[i - r0] + (double)expf(sink - m[i - r0])));
+        float *o = x->out + ((size_t)t * n_head + (size_t)h) * head_dim;
+        for (int d = 0; d < head_dim; d++)
+            o[d] *= inv;
+    }
+}
+
+/* Thread me of nth takes every nth unit: the later tokens' rows see more
+ * keys, and taking them in turn shares them out evenly. */
+static void att_share(const att_args_t *x, int me, int nth)
+{
+    const int n_rows = x->n_tok * (x->a->n_head / x->a->n_head_kv);
+    const int per_head = (n_rows + ATT_UNIT_ROWS - 1) / ATT_UNIT_ROWS;
+    float *score = x->s->buf + (size_t)me * x->s->per_thread;
+    for (int u = me; u < per_head * x->a->n_head_kv; u += nth) {
+        const int g = u / per_head, r0 = u % per_head * ATT_UNIT_ROWS;
+        att_unit(x, g, r0, r0 + ATT_UNIT_ROWS < n_rows ? r0 + ATT_UNIT_ROWS : n_rows, score);
     }
 }
 

@@ -54,6 +54,10 @@ typedef struct bt_scratch {
 /* Rows of W a thread dequantizes at once in the fast matmul. */
 #define BT_MATMUL_ROWS 16
 
+/* Keys per block of bt_ops_cpu's attention: blocks start at multiples of
+ * it from key 0, whatever the batch (see cpu.c). */
+#define BT_ATT_KEY_BLOCK 256
+
 /* Floats per thread that the ops need for matrices up to max_n_in columns
  * and attention over up to n_ctx positions. */
 size_t bt_scratch_floats(int64_t max_n_in, int64_t n_ctx);
