@@ -638,6 +638,8 @@ START_TEST(test_matmul_padded_large)
     mm_case(type, 256, 50, 7, 64, &r);
     mm_case(type, type == BT_TYPE_Q8_0 ? 64 : 33, 19, 4, 8, &r);
     mm_case(type, 1024, 20, 3, 0, &r);
+    /* enough tokens that packed F16/BF16 panels are widened to f32 first */
+    mm_case(type, type == BT_TYPE_Q8_0 ? 96 : 67, 49, 40, 0, &r);
 }
 END_TEST
 
