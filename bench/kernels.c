@@ -35,14 +35,19 @@
 
 static volatile float kb_sink; /* keeps measured loops from being optimized away */
 
-/* GFLOP/s of fma_loop on n_threads threads: best of 3 passes of ~target s. */
-static double measure_fma(int n_threads, double target)
+/* G operations per second of a peak loop (bt_peak_fma, bt_peak_dot) on
+ * n_threads threads: best of 3 passes of ~target s; 0 where the loop has
+ * no operations in this build. */
+static double measure_peak(float (*loop)(int64_t, double *), int n_threads, double target)
 {
     int64_t iters = 1 << 12;
     double t, flops = 0.0;
+    kb_sink += loop(1, &flops);
+    if (flops == 0.0)
+        return 0.0;
     for (;;) { /* size a pass on one thread */
         double t0 = bt_now();
-        kb_sink += bt_peak_fma(iters, &flops);
+        kb_sink += loop(iters, &flops);
         t = bt_now() - t0;
         if (t >= 0.01)
             break;
@@ -57,7 +62,7 @@ static double measure_fma(int n_threads, double target)
 #pragma omp parallel num_threads(n_threads) reduction(+ : total)
         {
             double f;
-            total += bt_peak_fma(iters, &f);
+            total += loop(iters, &f);
             if (omp_get_thread_num() == 0)
                 team = omp_get_num_threads();
         }
@@ -98,7 +103,7 @@ static double measure_read(const float *buf, size_t n, int n_threads, double tar
 
 typedef struct kb_peaks {
     int threads;
-    double fma_gflops, read_gbs;
+    double fma_gflops, dot_gops, read_gbs;
 } kb_peaks_t;
 
 /* One weight matrix of a layer (or the head). */
@@ -416,6 +421,7 @@ typedef struct kb_row {
     int64_t n_in, n_out;
     int n_tok, threads;
     double bytes; /* weight bytes one call reads */
+    bool int8;    /* bt_ops_cpu with 8-bit activations (integer dot products) */
     kb_stats_t st;
 } kb_row_t;
 
@@ -452,7 +458,9 @@ static void time_row(kb_run_t *r, const bt_ops_t *ops, const char *kernel, uint3
     kb_row_t *row = &r->rows[r->n_rows++];
     *row = (kb_row_t){.kernel = kernel, .type = type, .shape = shape, .mat = m->name,
                       .n_in = m->n_in, .n_out = m->n_out, .n_tok = n_tok, .threads = threads,
-                      .bytes = (double)m->n_out * (double)pool->row_bytes};
+                      .bytes = (double)m->n_out * (double)pool->row_bytes,
+                      .int8 = ops == &bt_ops_cpu && bt_type_info(type)->block_size > 1 &&
+                              !bt_ops_cpu_is_exact(type, m->n_in)};
     job_time(&j, r->p->reps, r->p->kernel_time, r->samples, &row->st);
 }
 
@@ -526,9 +534,11 @@ static bt_status_t measure_machine(const bt_bench_params_t *p, kb_peaks_t *peaks
     for (size_t i = 0; i < n; i++) /* first touch where the threads run */
         buf[i] = 1.0f;
     for (int i = 0; i < n_peaks; i++) {
-        const double fma = measure_fma(peaks[i].threads, 0.1);
+        const double fma = measure_peak(bt_peak_fma, peaks[i].threads, 0.1);
+        const double dot = measure_peak(bt_peak_dot, peaks[i].threads, 0.1);
         const double read = measure_read(buf, n, peaks[i].threads, 0.2);
         peaks[i].fma_gflops = fma > peaks[i].fma_gflops ? fma : peaks[i].fma_gflops;
+        peaks[i].dot_gops = dot > peaks[i].dot_gops ? dot : peaks[i].dot_gops;
         peaks[i].read_gbs = read > peaks[i].read_gbs ? read : peaks[i].read_gbs;
     }
     free(buf);
@@ -558,34 +568,46 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
     for (int i = 0; i < r->n_peaks; i++)
         fprintf(f, "%s%.1f%s (%d thread%s)", i ? ", " : "", r->peaks[i].fma_gflops,
                 i ? "" : " GFLOP/s", r->peaks[i].threads, r->peaks[i].threads > 1 ? "s" : "");
+    fprintf(f, "; int8 dot-product peak: ");
+    for (int i = 0; i < r->n_peaks && r->peaks[0].dot_gops > 0.0; i++)
+        fprintf(f, "%s%.1f%s (%d thread%s)", i ? ", " : "", r->peaks[i].dot_gops,
+                i ? "" : " GOP/s", r->peaks[i].threads, r->peaks[i].threads > 1 ? "s" : "");
+    if (r->peaks[0].dot_gops <= 0.0)
+        fprintf(f, "none in this build");
     fprintf(f, "; read bandwidth: ");
     for (int i = 0; i < r->n_peaks; i++)
         fprintf(f, "%s%.1f GB/s (%d thread%s)", i ? ", " : "", r->peaks[i].read_gbs,
                 r->peaks[i].threads, r->peaks[i].threads > 1 ? "s" : "");
     fprintf(f, "\n\n");
     fprintf(f, "Peaks: best pass, measured before and after the kernels (FMA: 12 independent "
-               "vector chains per thread; read: SIMD sum over %d MiB). ",
+               "vector chains per thread; int8: independent chains of the quantized kernels' "
+               "8-bit dot product, %s, 2 ops per multiply-add; read: SIMD sum over %d MiB). ",
+            bt_isa_active() == BT_ISA_AVX512 ? "vpdpbusd"
+            : bt_isa_active() == BT_ISA_AVX2 ? "vpmaddubsw + vpmaddwd + vpaddd"
+                                             : "none",
             p->kernel_bw_mib);
     fprintf(f, "Kernels: the ops table's matmul, median of the samples after one warm-up call "
                "(-r %d, --kernel-time %g s); weights cycle through a pool of at least %.0f MiB, "
                "so they come from memory. ",
             p->reps, p->kernel_time, (double)cold / (1 << 20));
-    fprintf(f, "GFLOP/s = 2 tokens n_in n_out / time, GB/s = weight bytes / time; %% FMA peak "
-               "and %% read BW against the peak of the same thread count (GEMM: FLOP/s, GEMV: "
-               "GB/s matter). The matmul runs products under 2^21 multiply-adds on one thread. "
-               "Shapes: ");
+    fprintf(f, "GFLOP/s = 2 tokens n_in n_out / time (for the quantized types on the 8-bit path "
+               "these are integer ops, GOP/s), GB/s = weight bytes / time; %% FMA peak, %% int8 "
+               "peak (the cpu kernels of the quantized types with 8-bit activations) and %% read "
+               "BW against the peak of the same thread count (GEMM: FLOP/s, GEMV: GB/s matter). "
+               "The matmul runs products under 2^21 multiply-adds on one thread. Shapes: ");
     for (int i = 0; i < n_shapes; i++)
         fprintf(f, "%s%s", i ? ", " : "", shapes[i].name);
     fprintf(f, " (n_in->n_out).\n\n");
     fprintf(f, "| kernel | type | shape | tokens | threads | GFLOP/s | GB/s | %% FMA peak | "
-               "%% read BW | min-max (gemm GFLOP/s, gemv GB/s) | samples |\n");
-    fprintf(f, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+               "%% int8 peak | %% read BW | min-max (gemm GFLOP/s, gemv GB/s) | samples |\n");
+    fprintf(f, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+               "|\n");
     for (int i = 0; i < r->n_rows; i++) {
         const kb_row_t *w = &r->rows[i];
         const bt_type_info_t *ti = bt_type_info(w->type);
         if (w->kernel == NULL) {
             fprintf(f, "| - | %s | %s n_in %" PRId64 " | - | - | skipped: n_in is not a "
-                       "multiple of the block size %" PRId64 " | | | | | |\n",
+                       "multiple of the block size %" PRId64 " | | | | | | |\n",
                     ti->name, w->shape, w->n_in, ti->block_size);
             continue;
         }
@@ -593,11 +615,15 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
         const double gflops = flop / w->st.med * 1e-9, gbs = w->bytes / w->st.med * 1e-9;
         const kb_peaks_t *pk = peaks_for(r, w->threads);
         const double work = w->n_tok > 1 ? flop : w->bytes; /* the figure that matters */
+        /* the int8 peak is the measure of the quantized types' cpu kernels */
+        char dot[32] = "-";
+        if (w->int8 && pk->dot_gops > 0.0)
+            snprintf(dot, sizeof dot, "%.1f", 100.0 * gflops / pk->dot_gops);
         fprintf(f,
                 "| %s | %s | %s %s %" PRId64 "->%" PRId64 " | %d | %d | %.1f | %.2f | %.1f | "
-                "%.1f | %.1f-%.1f | %d |\n",
+                "%s | %.1f | %.1f-%.1f | %d |\n",
                 w->kernel, ti->name, w->shape, w->mat, w->n_in, w->n_out, w->n_tok, w->threads,
-                gflops, gbs, 100.0 * gflops / pk->fma_gflops, 100.0 * gbs / pk->read_gbs,
+                gflops, gbs, 100.0 * gflops / pk->fma_gflops, dot, 100.0 * gbs / pk->read_gbs,
                 work / w->st.max * 1e-9, work / w->st.min * 1e-9, w->st.n);
     }
     fprintf(f, "\n");

@@ -913,6 +913,56 @@ static float peak_fma(int64_t iters, double *flops_per_iter)
     return s;
 }
 
+/* Independent chains of the 8-bit dot product the quantized kernels use
+ * (v16i_dot_small: vpdpbusd with AVX-512 VNNI, vpmaddubsw + vpmaddwd +
+ * vpaddd with AVX2), 64 multiply-adds of unsigned by signed bytes into 16
+ * int32 lanes each: 12 chains in AVX-512's 32 registers, 5 (10 registers)
+ * in AVX2's 16. *ops_per_iter counts 2 per multiply-add (as GFLOP/s does);
+ * 0 where the build has no integer dot product (sse2). The bytes come from
+ * a volatile, so the compiler cannot fold the chains; each lane's four
+ * products sum to 0, so they never overflow. */
+#if BT_SIMD16
+#ifdef BT_SIMD16_AVX512
+#define PEAK_DOT_CHAINS 12
+#define PEAK_DOT_KEEP(u) ((void)0)
+#else
+/* AVX2's products do not read the accumulator: without this (no
+ * instruction, only a register the compiler must assume changed) it would
+ * compute them once, outside the loop, and time the adds alone */
+#define PEAK_DOT_CHAINS 5
+#define PEAK_DOT_KEEP(u) __asm__("" : "+x"((u).lo), "+x"((u).hi))
+#endif
+static volatile int32_t peak_dot_bytes = 0x01010101;
+
+static float peak_dot(int64_t iters, double *ops_per_iter)
+{
+    v16i u = v16i_set1(peak_dot_bytes);
+    const v16i x = v16i_set1(peak_dot_bytes ^ 0x00fe00fe);
+    v16i a[PEAK_DOT_CHAINS];
+#pragma GCC unroll 12
+    for (int i = 0; i < PEAK_DOT_CHAINS; i++)
+        a[i] = v16i_set1(i);
+    for (int64_t n = 0; n < iters; n++)
+#pragma GCC unroll 12
+        for (int i = 0; i < PEAK_DOT_CHAINS; i++) {
+            PEAK_DOT_KEEP(u);
+            a[i] = v16i_dot_small(a[i], u, x);
+        }
+    int32_t s = 0;
+    for (int i = 0; i < PEAK_DOT_CHAINS; i++)
+        s += v16i_hsum(a[i]);
+    *ops_per_iter = 2.0 * 64 * PEAK_DOT_CHAINS;
+    return (float)s;
+}
+#else
+static float peak_dot(int64_t iters, double *ops_per_iter)
+{
+    (void)iters;
+    *ops_per_iter = 0.0;
+    return 0.0f;
+}
+#endif
+
 /* Sum of p[0 .. n) with 4 independent vector accumulators. */
 static float peak_sum(const float *restrict p, size_t n)
 {
@@ -960,5 +1010,6 @@ const bt_isa_kernels_t BT_ISA(bt_isa_kernels) = {
     .pack = pack,
     .to_float_fast = bt_dequant_simd_fn,
     .peak_fma = peak_fma,
+    .peak_dot = peak_dot,
     .peak_sum = peak_sum,
 };

@@ -251,6 +251,11 @@ float bt_peak_fma(int64_t iters, double *flops_per_iter)
     return kernels()->peak_fma(iters, flops_per_iter);
 }
 
+float bt_peak_dot(int64_t iters, double *ops_per_iter)
+{
+    return kernels()->peak_dot(iters, ops_per_iter);
+}
+
 float bt_peak_sum(const float *p, size_t n) { return kernels()->peak_sum(p, n); }
 
 const bt_ops_t *bt_ops_by_name(const char *name)

@@ -50,8 +50,9 @@ typedef struct bt_isa_kernels {
     /* the SIMD dequantizer of a type (bitwise equal to its to_float), or
      * NULL where this set has none */
     bt_to_float_fn (*to_float_fast)(uint32_t type);
-    /* as bt_peak_fma, bt_peak_sum */
+    /* as bt_peak_fma, bt_peak_dot, bt_peak_sum */
     float (*peak_fma)(int64_t iters, double *flops_per_iter);
+    float (*peak_dot)(int64_t iters, double *ops_per_iter);
     float (*peak_sum)(const float *p, size_t n);
 } bt_isa_kernels_t;
 

@@ -172,6 +172,9 @@ bool bt_isa_from_env(char *why, size_t n);
  * round; the result keeps the loop from being optimized away), and the
  * sum of p[0 .. n) (a streaming read). */
 float bt_peak_fma(int64_t iters, double *flops_per_iter);
+/* The same with the 8-bit dot product of the quantized kernels
+ * (*ops_per_iter: 2 per multiply-add; 0 where the set has none). */
+float bt_peak_dot(int64_t iters, double *ops_per_iter);
 float bt_peak_sum(const float *p, size_t n);
 
 /* The fastest exact dequantizer of a type for the active set (bitwise
