@@ -46,8 +46,8 @@
 
 /* Tokens quantized at once (per thread): with the block scales and sums
  * that is 48 bytes per column, inside the bt_scratch_floats per column the
- * scratch gives (with room for a packed panel after it, 17 bytes per
- * column at most). */
+ * scratch gives (with room after it for a packed panel, 18 bytes per
+ * column at most, and for the tokens' q8_block_t records, 48). */
 #define Q8_TOKENS 32
 
 /* Tokens one packed-panel call multiplies: their integer sums and float
@@ -64,6 +64,20 @@ typedef struct {
     const int32_t *isum;   /* [Q8_TOKENS][n_in / 32]: sum of each block's q */
     const int32_t *isum16; /* [Q8_TOKENS][n_in / 16]: sum of each half block's q */
 } q8_rows_t;
+
+/* The activations of Q8_PANEL_TOKENS tokens for one 32-block as the packed
+ * panel kernel reads them, every operand a broadcast from one pointer at a
+ * constant offset (token t's rows lie n_in apart; 8 row pointers took
+ * general registers the kernel needs, and building the start values took
+ * the vector ports' issue slots): x[g][t] = token t's q of elements 4g ..
+ * 4g + 3; start[h][t] = -c * the sum of the q that its integer sum covers
+ * (the block; for Q6_K each half), dx[t] its step, isum[t] its sum of q as
+ * a float (formats with a minimum). Tokens past the last are zero. */
+typedef struct {
+    int32_t x[8][Q8_PANEL_TOKENS];
+    int32_t start[2][Q8_PANEL_TOKENS];
+    float dx[Q8_PANEL_TOKENS], isum[Q8_PANEL_TOKENS];
+} q8_block_t;
 
 /* f16_step: keep each block's step rounded to f16, as ggml's Q8_0
  * activations do (the ones it multiplies Q4_0, Q5_0, Q8_0 and MXFP4 with);
@@ -610,21 +624,20 @@ static inline int32_t neg_times(int32_t sum, int c)
 /* MXFP4's u (twice the E2M1 value plus 12) by code. */
 static const int8_t mxfp4_u[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
-/* One panel (16 rows) times T tokens: out[t * ldo + i] for i < nr. */
+/* One panel (16 rows) times T tokens: out[t * ldo + i] for i < nr, the
+ * activations from xb[0 .. nb) (interleave_rows). */
 static inline __attribute__((always_inline)) void
-panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t xq, int64_t n_in,
-         const int T, const uint32_t type)
+panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const q8_block_t *xb,
+         int64_t nb, const int T, const uint32_t type)
 {
-    const int64_t nb = n_in / 32;
     const bool nib = !packed_bytes_fmt(type);
     const bool q6k = type == BT_TYPE_Q6_K;
     const int pb = packed_block_bytes(type), sb = packed_super_bytes(type), nv = nib ? 4 : 8;
-    const int c = offset_c(type);
     v16f acc[Q8_PANEL_TOKENS], dsup = v16f_zero(), msup = v16f_zero();
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++)
         acc[t] = v16f_zero();
-    for (int64_t b = 0; b < nb; b++, pw += pb) {
+    for (int64_t b = 0; b < nb; b++, pw += pb, xb++) {
         if (sb && b % 8 == 0) {
             dsup = v16f_load_f16(pw);
             if (type == BT_TYPE_Q4_K)
@@ -632,23 +645,19 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
             pw += sb;
         }
         /* integer sums: per token one (two for Q6_K's halves), started at
-         * - c * the sum of q_x they cover (neg_times). With few tokens a block's dot
+         * - c * the sum of q_x they cover. With few tokens a block's dot
          * products would be one chain of dependent instructions, so they
          * go round CH chains, added at the end (integers: the same sum). */
         const int CH = T == 1 ? 4 : T == 2 ? 2 : 1; /* a constant once inlined */
         v16i s[4][Q8_PANEL_TOKENS], s2[Q8_PANEL_TOKENS];
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const size_t xb = (size_t)t * nb + b;
 #pragma GCC unroll 8
             for (int h = 1; h < CH; h++)
                 s[h][t] = v16i_set1(0);
-            if (q6k) {
-                s[0][t] = v16i_set1(neg_times(xq.isum16[2 * xb], c));
-                s2[t] = v16i_set1(neg_times(xq.isum16[2 * xb + 1], c));
-            } else {
-                s[0][t] = v16i_set1(neg_times(xq.isum[xb], c));
-            }
+            s[0][t] = v16i_bcast4(&xb->start[0][t]);
+            if (q6k)
+                s2[t] = v16i_bcast4(&xb->start[1][t]);
         }
 #pragma GCC unroll 8 /* constant chain indices: the sums stay in registers */
         for (int j = 0; j < nv; j++) {
@@ -657,7 +666,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
                 const int h = j % CH;
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
-                    const v16i x = v16i_bcast4(xq.q + (size_t)t * n_in + 32 * b + 4 * j);
+                    const v16i x = v16i_bcast4(&xb->x[j][t]);
                     if (q6k && j >= 4)
                         s2[t] = v16i_dot_small(s2[t], v, x);
                     else if (type != BT_TYPE_Q8_0) /* u < 64 */
@@ -674,9 +683,8 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
                 const int h0 = (2 * j) % CH, h1 = (2 * j + 1) % CH;
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
-                    const int8_t *x = xq.q + (size_t)t * n_in + 32 * b + 4 * j;
-                    s[h0][t] = v16i_dot_small(s[h0][t], lo, v16i_bcast4(x));
-                    s[h1][t] = v16i_dot_small(s[h1][t], hi, v16i_bcast4(x + 16));
+                    s[h0][t] = v16i_dot_small(s[h0][t], lo, v16i_bcast4(&xb->x[j][t]));
+                    s[h1][t] = v16i_dot_small(s[h1][t], hi, v16i_bcast4(&xb->x[j + 4][t]));
                 }
             }
         }
@@ -703,13 +711,12 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
         }
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const size_t xb = (size_t)t * nb + b;
-            const v16f dx = v16f_set1(xq.d[xb]);
+            const v16f dx = v16f_set1(xb->dx[t]);
             acc[t] = v16f_fma(v16f_from_i32(s[0][t]), v16f_mul(dw, dx), acc[t]);
             if (q6k)
                 acc[t] = v16f_fma(v16f_from_i32(s2[t]), v16f_mul(dw2, dx), acc[t]);
             if (has_min(type))
-                acc[t] = v16f_fma(v16f_set1((float)xq.isum[xb]), v16f_mul(m, dx), acc[t]);
+                acc[t] = v16f_fma(v16f_set1(xb->isum[t]), v16f_mul(m, dx), acc[t]);
         }
     }
 #pragma GCC unroll 8
@@ -717,13 +724,37 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, q8_rows_t x
         v16f_store_n(out + (size_t)t * ldo, acc[t], nr);
 }
 
-typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, q8_rows_t, int64_t);
+/* Tokens [t0, t0 + nt) (nt <= Q8_PANEL_TOKENS) of xq as nb records. */
+static void interleave_rows(q8_block_t *restrict o, q8_rows_t xq, int t0, int nt, int64_t n_in,
+                            uint32_t type)
+{
+    const int64_t nb = n_in / 32;
+    const int c = offset_c(type);
+    memset(o, 0, (size_t)nb * sizeof *o);
+    for (int64_t b = 0; b < nb; b++)
+        for (int t = 0; t < nt; t++) {
+            const size_t xb = (size_t)(t0 + t) * nb + b;
+            for (int g = 0; g < 8; g++)
+                memcpy(&o[b].x[g][t], xq.q + (size_t)(t0 + t) * n_in + 32 * b + 4 * g, 4);
+            if (type == BT_TYPE_Q6_K) {
+                o[b].start[0][t] = neg_times(xq.isum16[2 * xb], c);
+                o[b].start[1][t] = neg_times(xq.isum16[2 * xb + 1], c);
+            } else {
+                o[b].start[0][t] = neg_times(xq.isum[xb], c);
+            }
+            o[b].dx[t] = xq.d[xb];
+            o[b].isum[t] = (float)xq.isum[xb];
+        }
+}
+
+typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, const q8_block_t *,
+                         int64_t);
 
 #define PANEL(ty, T)                                                                           \
     static void pn_##ty##_##T(float *restrict o, size_t ldo, int nr, const uint8_t *pw,         \
-                              q8_rows_t x, int64_t n)                                           \
+                              const q8_block_t *x, int64_t nb)                                  \
     {                                                                                           \
-        panel_q8(o, ldo, nr, pw, x, n, T, BT_TYPE_##ty);                                        \
+        panel_q8(o, ldo, nr, pw, x, nb, T, BT_TYPE_##ty);                                       \
     }
 #ifdef BT_SIMD16_AVX512
 #define PANELS(ty)                                                                             \
@@ -798,16 +829,23 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
     const size_t pstride = panel ? panel_bytes(w->type, nb) : 0;
     {
         /* scratch: the quantized chunk, Q8_TOKENS x (n_in + 16 n_in / 32)
-         * bytes, then room for one packed panel (Q8_TOKENS) */
+         * bytes; room for one packed panel; the chunk's records for the
+         * panels, Q8_TOKENS x 1.5 n_in bytes (64-byte aligned) */
         int8_t *q = (int8_t *)(s->buf + (size_t)me * s->per_thread);
         float *d = (float *)(q + (size_t)Q8_TOKENS * n_in);
         int32_t *isum = (int32_t *)(d + (size_t)Q8_TOKENS * nb);
         int32_t *isum16 = isum + (size_t)Q8_TOKENS * nb;
         uint8_t *own = (uint8_t *)(isum16 + (size_t)Q8_TOKENS * 2 * nb); /* a packed panel */
+        q8_block_t *recs = (q8_block_t *)(((uintptr_t)(own + pstride) + 63) & ~(uintptr_t)63);
         for (int t0 = 0; t0 < n_tok; t0 += Q8_TOKENS) {
             const int nt = n_tok - t0 < Q8_TOKENS ? n_tok - t0 : Q8_TOKENS;
             quantize_rows(q, d, isum, isum16, x + (size_t)t0 * n_in, nt, n_in,
                           !has_min(w->type) && w->type != BT_TYPE_Q6_K);
+            const q8_rows_t xq = {q, d, isum, isum16};
+            for (int t = 0; panel && t < nt; t += Q8_PANEL_TOKENS)
+                interleave_rows(recs + (size_t)(t / Q8_PANEL_TOKENS) * nb, xq, t,
+                                nt - t < Q8_PANEL_TOKENS ? nt - t : Q8_PANEL_TOKENS, n_in,
+                                w->type);
             for (int64_t g = g0; g < g1; g++) {
                 const int64_t r0 = rows_per * g;
                 const int nr = n_out - r0 < rows_per ? (int)(n_out - r0) : rows_per;
@@ -820,9 +858,8 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
                         pack_panel(own, w, g);
                     for (int t = 0; t < nt; t += Q8_PANEL_TOKENS) {
                         const int tt = nt - t < Q8_PANEL_TOKENS ? nt - t : Q8_PANEL_TOKENS;
-                        const q8_rows_t xt = {q + (size_t)t * n_in, d + (size_t)t * nb,
-                                              isum + (size_t)t * nb, isum16 + (size_t)t * 2 * nb};
-                        panels[tt - 1](o + (size_t)t * n_out, (size_t)n_out, nr, pw, xt, n_in);
+                        panels[tt - 1](o + (size_t)t * n_out, (size_t)n_out, nr, pw,
+                                       recs + (size_t)(t / Q8_PANEL_TOKENS) * nb, nb);
                     }
                     continue;
                 }

@@ -320,8 +320,8 @@ void bt_softcap_f32(float *restrict x, float c, int64_t n)
 size_t bt_scratch_floats(int64_t max_n_in, int64_t n_ctx)
 {
     /* the matmuls: 32 rows of f32 (cpu_fpanel.c: two panels widened), or
-     * (cpu_q8.c) 32 tokens quantized and one packed panel, 48 + 17.1 bytes
-     * per column */
+     * (cpu_q8.c) 32 tokens quantized, one packed panel and the tokens'
+     * records for it, 48 + 18 + 48 bytes per column (and 64 to align) */
     size_t mm = (size_t)(2 * BT_MATMUL_ROWS + 1) * (size_t)max_n_in;
     /* attention: a row of scores per position (ref), or 8 rows of a key
      * block (cpu) */
