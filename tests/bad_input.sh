@@ -21,14 +21,10 @@ launcher=${MPIEXEC:-$(command -v mpirun || true)}
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 py=$(command -v python3 || true)
 if [ -z "$py" ]; then echo "SKIP: no python3 (makes the corrupted model files)"; exit 77; fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-bad-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
+. "$(dirname "$0")/tap.sh"
+tap_tmp bad
 last_rc=0
-fail=0
 n=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
 table="$tmp/table.md"
 printf '| # | ranks | invocation | exit | message |\n| ---: | ---: | --- | ---: | --- |\n' >"$table"
 
@@ -519,5 +515,4 @@ echo
 echo "Bad input table ($n invocations; \$TMP is a fresh temporary folder):"
 cat "$table"
 echo
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done

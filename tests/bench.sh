@@ -5,17 +5,9 @@
 # files: tests/bad_input.sh; a rank killed mid-run: tests/rank_death.sh.)
 set -u
 bin=${BT_BUILDDIR:-$(pwd)}
-launcher=${MPIEXEC:-$(command -v mpirun || true)}
-if [ -z "$launcher" ]; then echo "SKIP: no mpirun"; exit 77; fi
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-mpi_flags=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
-mpi() { local np=$1; shift; timeout -k 5 120 "$launcher" -np "$np" "${mpi_flags[@]}" "$@"; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-bench-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. "$(dirname "$0")/tap.sh"
+tap_mpi 120
+tap_tmp bench
 
 m="$tmp/tiny.gguf"
 "$bin/baton-mkmodel" --shape tiny --n-layer 4 -o "$m" >/dev/null 2>&1
@@ -187,5 +179,4 @@ PY
 then ok "json, jsonl and csv parse and hold the samples; avg and stddev (ns, t/s) are theirs"
 else bad "json/jsonl/csv"; fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done

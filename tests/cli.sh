@@ -4,12 +4,8 @@
 # tests/bad_input.sh.)
 set -u
 bin=${BT_BUILDDIR:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-cli-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. "$(dirname "$0")/tap.sh"
+tap_tmp cli
 
 # ---- golden through the CLI ----
 golden=${BT_GOLDEN_DIR:-${BT_SRCDIR:-$(dirname "$0")/..}/tests/data/golden}/tiny-llama-golden-f32.gguf
@@ -79,5 +75,4 @@ c=$(timeout 60 "$bin/baton" -m "$m" --tokens 5,6,7,8,9 -n 4 --kernels ref --kv-t
 if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]; then ok "--kv-type f16: $a (ub 5, ub 2, ref)"
 else bad "--kv-type f16: '$a' vs '$b' vs '$c'"; fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done

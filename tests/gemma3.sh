@@ -22,17 +22,9 @@ if [ ! -f "$model" ]; then
     echo "SKIP: Gemma 3 270M not found at $model (run scripts/fetch-gemma3)"
     exit 77
 fi
-launcher=${MPIEXEC:-$(command -v mpirun || true)}
-if [ -z "$launcher" ]; then echo "SKIP: no mpirun"; exit 77; fi
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-mpi() { local np=$1; shift; timeout -k 5 300 "$launcher" -np "$np" --oversubscribe --bind-to none \
-    --mca mpi_yield_when_idle 1 "$@"; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-gemma-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. "$(dirname "$0")/tap.sh"
+tap_mpi 300
+tap_tmp gemma
 ref_field() { # ref_field BLOCK KEY: the value of KEY in block 1 or 2 of the greedy file
     awk -v b="$1" -v k="$2:" 'BEGIN{n=1} /^$/{n++} n==b && $1==k {sub(/^[^ ]+ /,""); print}' \
         "$gold/gemma3-270m-greedy.txt"
@@ -133,5 +125,4 @@ case $out in
 *) bad "2 ranks, text prompt: '$out'"; cat "$tmp/err" ;;
 esac
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done

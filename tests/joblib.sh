@@ -15,7 +15,4 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $*"; }
-bad() { fail=$((fail + 1)); echo "not ok - $*"; }
+. "$(dirname "$0")/tap.sh" # ok, bad, tap_done

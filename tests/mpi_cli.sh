@@ -4,17 +4,9 @@
 # stop every rank with one message: tests/bad_input.sh.)
 set -u
 bin=${BT_BUILDDIR:-$(pwd)}
-launcher=${MPIEXEC:-$(command -v mpirun || true)}
-if [ -z "$launcher" ]; then echo "SKIP: no mpirun"; exit 77; fi
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-mpi() { local np=$1; shift; timeout -k 5 60 "$launcher" -np "$np" --oversubscribe --bind-to none \
-    --mca mpi_yield_when_idle 1 "$@"; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-mpicli-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. "$(dirname "$0")/tap.sh"
+tap_mpi 60
+tap_tmp mpicli
 
 golden=${BT_GOLDEN_DIR:-${BT_SRCDIR:-$(dirname "$0")/..}/tests/data/golden}/tiny-llama-golden-f32.gguf
 if [ -f "$golden" ]; then
@@ -78,5 +70,4 @@ else
     bad "trace"; cat "$tmp/err"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done

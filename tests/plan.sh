@@ -12,17 +12,9 @@ set -u
 bin=${BT_BUILDDIR:-$(pwd)}
 scripts=${BT_SRCDIR:-$(dirname "$0")/..}/scripts
 py=/usr/bin/python3
-launcher=${MPIEXEC:-$(command -v mpirun || true)}
-if [ -z "$launcher" ]; then echo "SKIP: missing mpirun"; exit 77; fi
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-mpi() { local np=$1; shift; timeout -k 5 120 "$launcher" -np "$np" --oversubscribe --bind-to none \
-    --mca mpi_yield_when_idle 1 "$@"; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-plan-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. "$(dirname "$0")/tap.sh"
+tap_mpi 120
+tap_tmp plan
 
 m=$tmp/m.gguf
 h5=$tmp/r.h5
@@ -139,5 +131,4 @@ expect "give the node's rates" "$bin/baton-plan" --shape llama3-70b
 expect "unknown model shape 'huge'" "$bin/baton-plan" --shape huge --node-tflops 1 --node-gbs 1
 expect "--profile measures one rank" mpi 2 "$bin/baton-bench" -m "$m" --profile
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done

@@ -21,15 +21,9 @@ launcher=${MPIEXEC:-$(command -v mpirun || true)}
 [ -n "$launcher" ] || need "mpirun"
 if [ -n "$missing" ]; then echo "SKIP: missing $missing"; exit 77; fi
 
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-mpi() { local np=$1; shift; timeout -k 5 60 "$launcher" -np "$np" --oversubscribe --bind-to none \
-    --mca mpi_yield_when_idle 1 "$@"; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-plots-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. "$(dirname "$0")/tap.sh"
+tap_mpi 60
+tap_tmp plots
 
 # is_png NAME FILE: FILE is a PNG (its magic) of at least 600 x 300 pixels
 # (the IHDR chunk's width and height).
@@ -140,5 +134,4 @@ else
     ok "plot-results rejects a non-HDF5 file: $(head -n 1 "$tmp/err")"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done

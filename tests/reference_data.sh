@@ -7,10 +7,7 @@ set -u
 src=${BT_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 data="$src/tests/data"
 golden=${BT_GOLDEN_DIR:-$data/golden}
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. "$(dirname "$0")/tap.sh"
 
 if [ ! -f "$data/SHA256SUMS" ]; then
     bad "reference data manifest missing: $data/SHA256SUMS"
@@ -28,5 +25,4 @@ else
     done <"$data/SHA256SUMS"
     [ "$pass" -gt 0 ] || bad "no reference file listed in $data/SHA256SUMS"
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done

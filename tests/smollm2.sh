@@ -13,17 +13,9 @@ if [ ! -f "$model" ]; then
     echo "SKIP: SmolLM2 model not found at $model (run scripts/fetch-smollm2)"
     exit 77
 fi
-launcher=${MPIEXEC:-$(command -v mpirun || true)}
-if [ -z "$launcher" ]; then echo "SKIP: no mpirun"; exit 77; fi
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-mpi() { local np=$1; shift; timeout -k 5 120 "$launcher" -np "$np" --oversubscribe --bind-to none \
-    --mca mpi_yield_when_idle 1 "$@"; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-smol-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok $pass - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. "$(dirname "$0")/tap.sh"
+tap_mpi 120
+tap_tmp smol
 field() { sed -n "s/^$1 $2 //p" "$ref" | head -n 1; }
 
 # ---- greedy continuations against the reference ----
@@ -152,5 +144,4 @@ m="$tmp/none.gguf"
 [ $? -ne 0 ] && grep -q "temp must be >= 0" "$tmp/err" && ok "--temp -1 refused" ||
     { bad "--temp -1"; cat "$tmp/err"; }
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done
