@@ -2,7 +2,7 @@
  * kernels.c: baton-bench --kernels (see kernels.h).
  *
  * Order of a run: parse the type and shape lists; measure the machine (FMA
- * peak, read bandwidth) for every thread count; then per shape and type
+ * peak, int8 peak, read bandwidth) for every thread count; then per shape and type
  * build the weight pools, time GEMV and GEMM for every matrix and thread
  * count, print a row each; free.
  *

@@ -3,14 +3,16 @@
  * alone, next to what the machine itself can do.
  *
  * In the same run it measures the FMA peak (a loop of independent SIMD
- * FMAs) and the streaming read bandwidth (a SIMD sum over a buffer far
- * larger than the last-level cache), each on 1 thread and on every -t
- * count; then, for every weight type and named model shape, it times the
- * ops table's matmul at prefill shapes (GEMM: --kernel-tokens x the layer
- * matrices) and at decode shapes (GEMV: 1 token x the same matrices plus
- * the output head), and prints a markdown table of GFLOP/s and GB/s with
- * their ratio to the peaks (GEMM: GFLOP/s / FMA peak, GEMV: GB/s / read
- * bandwidth, both at the same thread count).
+ * FMAs), the int8 dot-product peak (the same with the quantized kernels'
+ * 8-bit dot product) and the streaming read bandwidth (a SIMD sum over a
+ * buffer far larger than the last-level cache), each on 1 thread and on
+ * every -t count; then, for every weight type and named model shape, it
+ * times the ops table's matmul at prefill shapes (GEMM: --kernel-tokens x
+ * the layer matrices) and at decode shapes (GEMV: 1 token x the same
+ * matrices plus the output head), and prints a markdown table of GFLOP/s
+ * and GB/s with their ratio to the peaks (GEMM: GFLOP/s / FMA peak, and /
+ * int8 peak for the quantized types' 8-bit kernels; GEMV: GB/s / read
+ * bandwidth; all at the same thread count).
  *
  * Weights cycle through a pool several times the L3 size, so every call
  * reads its weights from memory, as a layer's weights are in a real

@@ -1139,7 +1139,7 @@ static void attn_window_case(int n_head, int n_kv, int hd, int pos0, int n_tok, 
     free(q);
 }
 
-/* GQA groups 1, 2, 4, 8 (tiles of 8, 4, 2, 1 tokens in the cpu kernel),
+/* GQA groups 1, 2, 4, 8 (passes of 8, 4, 2, 1 tokens in the cpu kernel),
  * windows 1, 3, 7 and one past the context, n_tok 1..13 from positions
  * before and well past the window, f32 and f16 caches. */
 START_TEST(test_attention_window)
@@ -1223,10 +1223,10 @@ END_TEST
 
 /* The edge of the window, exactly: every value is 0 except key b's, so a
  * row's output is exactly 0 where b is outside its window (p - b >= w or
- * b > p; the cpu kernel's tile scores keys from its first token's window
- * start and zero-weights those before each later row's own start) and
- * nonzero where b is inside. Every key position b, tiles of 8, 4, 2 and 1
- * tokens, windows 1, 3 and 6, ref and cpu, 1 and 2 threads. */
+ * b > p; a pass of the cpu kernel scores keys from its earliest row's
+ * window start and zero-weights those before each later row's own start)
+ * and nonzero where b is inside. Every key position b, passes of 8, 4, 2
+ * and 1 tokens, windows 1, 3 and 6, ref and cpu, 1 and 2 threads. */
 START_TEST(test_attention_window_edge)
 {
     enum { HD = 16, NT = 13, POS0 = 5, NCTX = POS0 + NT };
@@ -1275,9 +1275,9 @@ START_TEST(test_attention_window_edge)
 END_TEST
 
 /* Invariant 1 with a window: the rows of one call, of the same call split
- * into micro-batches of 1, 3, 2, ... (so a row sits in tiles that start at
+ * into micro-batches of 1, 3, 2, ... (so a row shares passes that start at
  * other tokens and other window starts) and of 1-3 threads are bitwise
- * equal. _i: tile of 8, 2 or 1 tokens x window 3 or 7 x f32 or f16. */
+ * equal. _i: passes of 8, 2 or 1 tokens x window 3 or 7 x f32 or f16. */
 START_TEST(test_attention_window_invariance)
 {
     static const int heads[][2] = {{4, 4}, {8, 2}, {8, 1}};

@@ -510,8 +510,8 @@ static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float 
 /* Query rows of one kv head handled together (its query heads, for one or
  * several tokens): the keys and values they share are loaded once for all
  * of them. */
-#define ATT_ROWS 8
-_Static_assert(ATT_ROWS <= 8, "bt_scratch_floats holds 8 rows of scores per key block");
+#define ATT_ROWS BT_ATT_ROWS
+_Static_assert(ATT_ROWS == 8, "the scores and attend tables below have rows 1 to 8");
 
 /* score[r][j] = scale * sum_d q[r][d] * kt[d][j] for rows r < nr (<=
  * ATT_ROWS) and keys j < n_keys, 2 VL keys at a time from the transposed

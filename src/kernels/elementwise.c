@@ -323,8 +323,9 @@ size_t bt_scratch_floats(int64_t max_n_in, int64_t n_ctx)
      * (cpu_q8.c) 32 tokens quantized, one packed panel and the tokens'
      * records for it, 48 + 18 + 48 bytes per column (and 64 to align) */
     size_t mm = (size_t)(2 * BT_MATMUL_ROWS + 1) * (size_t)max_n_in;
-    /* attention: a row of scores per position (ref), or 8 rows of a key
-     * block (cpu) */
-    size_t att = (size_t)n_ctx > 8 * BT_ATT_KEY_BLOCK ? (size_t)n_ctx : 8 * BT_ATT_KEY_BLOCK;
+    /* attention: a row of scores per position (ref), or BT_ATT_ROWS rows
+     * of a key block (cpu) */
+    const size_t block = (size_t)BT_ATT_ROWS * BT_ATT_KEY_BLOCK;
+    size_t att = (size_t)n_ctx > block ? (size_t)n_ctx : block;
     return mm > att ? mm : att;
 }

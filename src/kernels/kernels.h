@@ -54,9 +54,11 @@ typedef struct bt_scratch {
 /* Rows of W a thread dequantizes at once in the fast matmul. */
 #define BT_MATMUL_ROWS 16
 
-/* Keys per block of bt_ops_cpu's attention: blocks start at multiples of
- * it from key 0, whatever the batch (see cpu.c). */
+/* bt_ops_cpu's attention (cpu.c): keys per block (blocks start at
+ * multiples of it from key 0, whatever the batch), and the query rows that
+ * a pass over a block scores at once. */
 #define BT_ATT_KEY_BLOCK 256
+#define BT_ATT_ROWS 8
 
 /* Floats per thread that the ops need for matrices up to max_n_in columns
  * and attention over up to n_ctx positions. */
