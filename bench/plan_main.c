@@ -561,9 +561,6 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             printf(" | %.1f (%d)", bt, bg);
             if (out != NULL) {
                 bt_plan_row_t *o = &out[n_out++];
-                snprintf(o->created, sizeof o->created, "%s", created);
-                snprintf(o->source, sizeof o->source, "%s", L->model);
-                bt_partition_split_str(bounds, S, o->split, sizeof o->split);
                 *o = (bt_plan_row_t){.nodes = N, .stages = S, .ranks_per_node = a->ranks_per_node,
                                      .n_ubatch = best_ub, .n_prompt = a->n_prompt,
                                      .n_gen = a->n_gen, .latency_us = a->latency_s * 1e6,
