@@ -32,8 +32,9 @@ static size_t buffer_bytes(const bt_hparams_t *hp, int64_t n_in, int n_ctx, int 
 {
     size_t q_dim = (size_t)hp->n_head * hp->head_dim;
     size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    const size_t part = q_dim > (size_t)hp->n_embd ? q_dim : (size_t)hp->n_embd;
     size_t act = (size_t)max_tok * (2 * (size_t)hp->n_embd + 2 * q_dim + 2 * kv_dim +
-                                    2 * ff_width(hp) + moe_floats(hp));
+                                    2 * ff_width(hp) + moe_floats(hp) + part);
     size_t scratch = (size_t)n_threads * bt_scratch_floats(n_in, n_ctx);
     size_t rows = (size_t)max_tok * (sizeof(bt_row_t) + sizeof(bt_run_t)) +
                   (size_t)n_slot * sizeof(int);
@@ -44,8 +45,10 @@ size_t bt_forward_bytes(const bt_model_t *m, int n_ctx, int n_slot, int max_tok,
                         uint32_t kv_type)
 {
     const bt_hparams_t *hp = &m->hp;
+    int kv0, kv1;
+    bt_share_kv(&m->share, hp, m->share.rank, &kv0, &kv1);
     return buffer_bytes(hp, bt_model_max_n_in(m), n_ctx, n_slot, max_tok, n_threads) +
-           bt_kv_cache_bytes(m->last - m->first, n_slot, n_ctx, hp->n_head_kv * hp->head_dim,
+           bt_kv_cache_bytes(m->last - m->first, n_slot, n_ctx, (kv1 - kv0) * hp->head_dim,
                              kv_type);
 }
 
@@ -83,12 +86,28 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
     f->n_ctx = n_ctx;
     f->n_slot = n_slot;
     f->max_tok = max_tok;
-    st = bt_kv_cache_init(&f->kv, m->last - m->first, n_slot, n_ctx,
-                          hp->n_head_kv * hp->head_dim, kv_type);
+    const bt_share_t *sh = &m->share;
+    int kv1;
+    bt_share_kv(sh, hp, sh->rank, &f->kv0, &kv1);
+    f->n_kv_l = kv1 - f->kv0;
+    f->head0 = sh->head[sh->rank];
+    f->n_head_l = sh->head[sh->rank + 1] - f->head0;
+    st = bt_kv_cache_init(&f->kv, m->last - m->first, n_slot, n_ctx, f->n_kv_l * hp->head_dim,
+                          kv_type);
     if (st != BT_OK)
         goto fail_kv;
     const size_t q_dim = (size_t)hp->n_head * hp->head_dim;
     const size_t mt = (size_t)max_tok;
+    bool tp_ok = true;
+    if (sh->size > 1) {
+        const size_t part = q_dim > (size_t)hp->n_embd ? q_dim : (size_t)hp->n_embd;
+        const size_t group = (size_t)(hp->n_head / hp->n_head_kv);
+        f->part = malloc(mt * part * sizeof(float));
+        f->exp_at = malloc(((size_t)sh->size + 1) * sizeof(int));
+        if (!bt_share_whole_groups(sh, hp))
+            f->piece = malloc(2 * mt * group * (size_t)hp->head_dim * sizeof(float));
+        tp_ok = f->part && f->exp_at && (f->piece || bt_share_whole_groups(sh, hp));
+    }
     f->scratch.n_threads = n_threads;
     f->scratch.per_thread = bt_scratch_floats(bt_model_max_n_in(m), n_ctx);
     f->scratch.buf = malloc(f->scratch.per_thread * n_threads * sizeof(float));
@@ -117,7 +136,7 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
     f->runs = malloc(mt * sizeof *f->runs);
     f->slot_next = malloc((size_t)n_slot * sizeof *f->slot_next);
     if (!f->scratch.buf || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->o || !f->gate ||
-        !f->up || !f->jobs || !f->rows || !f->runs || !f->slot_next || !moe_ok) {
+        !f->up || !f->jobs || !f->rows || !f->runs || !f->slot_next || !moe_ok || !tp_ok) {
         bt_log_error("forward: cannot allocate %zu bytes of activations for %d tokens", bytes,
                      max_tok);
         st = BT_ERR_NOMEM;
@@ -138,6 +157,9 @@ void bt_forward_free(bt_forward_t *f)
 {
     if (f == NULL)
         return;
+    free(f->piece);
+    free(f->exp_at);
+    free(f->part);
     free(f->jobs);
     free(f->y_exp);
     free(f->xg);
@@ -168,6 +190,19 @@ void bt_forward_set_progress(bt_forward_t *f, bt_progress_fn fn, void *arg)
     f->progress_arg = arg;
 }
 
+void bt_forward_set_gather(bt_forward_t *f, const bt_gather_t *g) { f->coll = *g; }
+
+/* Whether this stage's layers are split over tensor ranks. */
+static bool split(const bt_forward_t *f) { return f->m->share.size > 1; }
+
+/* out = the ranks' blocks side by side (bt_gather_t.cols); on one rank
+ * mine is out already. */
+static bt_status_t gather_cols(const bt_forward_t *f, float *out, const float *mine, int n_tok,
+                               const int *at, int unit)
+{
+    return split(f) ? f->coll.cols(f->coll.ctx, out, mine, n_tok, at, unit) : BT_OK;
+}
+
 bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, float *x)
 {
     const bt_matrix_t *e = &f->m->tok_embd;
@@ -191,22 +226,59 @@ bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, 
  * over the team. */
 #define BT_SHORT_RUN 8
 
-static void attend_run(const bt_forward_t *f, int il, const bt_run_t *r, const bt_scratch_t *s)
+/* The cache's keys and values of kv head j (of this rank's) for a slot. */
+static const void *kv_head(const bt_kv_cache_t *kv, const void *base, int j, size_t per_head)
 {
-    const bt_hparams_t *hp = &f->m->hp;
-    const bt_kv_cache_t *kv = &f->kv;
-    const size_t at = (size_t)r->first * (size_t)hp->n_head * (size_t)hp->head_dim;
-    const bt_attn_t shape = {hp->n_head, hp->n_head_kv, hp->head_dim, kv->k_stride,
-                             f->m->layers[il].window, hp->attn_scale, f->m->layers[il].sinks};
-    f->ops->attention(f->att + at, f->q + at, bt_kv_cache_k(kv, il, r->slot),
-                      bt_kv_cache_v(kv, il, r->slot), kv->type, r->n, r->pos0, &shape, s);
+    const size_t es = kv->type == BT_TYPE_F16 ? 2 : 4;
+    return (const char *)base + es * (size_t)j * per_head;
 }
 
-/* The cache stores, then attention, of every run; all stores come first,
- * so a run may read keys another run of its slot in this micro-batch
- * wrote. A row's result is the same on one thread or many (kernels.h), so
- * how the runs are spread over threads changes only the time. */
-static void attention(bt_forward_t *f, int il)
+/* Attention of one run into out [n_tok, n_head_l * head_dim]. Where this
+ * rank's query heads are whole kv groups, one call; where a group spans
+ * ranks, one call per kv head with the group's heads this rank holds
+ * (copied out and back): each query row's arithmetic is the same either
+ * way (kernels.h), so the bits are those of one rank. */
+static void attend_run(const bt_forward_t *f, int il, const bt_run_t *r, float *out,
+                       const bt_scratch_t *s)
+{
+    const bt_hparams_t *hp = &f->m->hp;
+    const bt_layer_t *l = &f->m->layers[il];
+    const bt_kv_cache_t *kv = &f->kv;
+    const int hd = hp->head_dim, nh = f->n_head_l;
+    const size_t at = (size_t)r->first * (size_t)nh * (size_t)hd;
+    const void *k = bt_kv_cache_k(kv, il, r->slot), *v = bt_kv_cache_v(kv, il, r->slot);
+    if (f->piece == NULL) {
+        const bt_attn_t shape = {nh, f->n_kv_l, hd, kv->k_stride, l->window, hp->attn_scale,
+                                 l->sinks, 0};
+        f->ops->attention(out + at, f->q + at, k, v, kv->type, r->n, r->pos0, &shape, s);
+        return;
+    }
+    const int group = hp->n_head / hp->n_head_kv;
+    const size_t span = (size_t)f->max_tok * (size_t)group * hd;
+    float *qp = f->piece + (size_t)r->first * group * hd, *op = qp + span;
+    for (int j = 0; j < f->n_kv_l; j++) {
+        const int g = f->kv0 + j;
+        const int c0 = g * group > f->head0 ? g * group : f->head0;
+        const int c1 = (g + 1) * group < f->head0 + nh ? (g + 1) * group : f->head0 + nh;
+        const size_t w = (size_t)(c1 - c0) * hd, off = (size_t)(c0 - f->head0) * hd;
+        for (int t = 0; t < r->n; t++)
+            memcpy(qp + t * w, f->q + at + (size_t)t * nh * hd + off, w * sizeof(float));
+        const bt_attn_t shape = {c1 - c0, 1, hd, kv->k_stride, l->window, hp->attn_scale,
+                                 l->sinks != NULL ? l->sinks + (c0 - f->head0) : NULL,
+                                 f->n_kv_l * hd};
+        f->ops->attention(op, qp, kv_head(kv, k, j, (size_t)hd * kv->k_stride),
+                          kv_head(kv, v, j, (size_t)hd), kv->type, r->n, r->pos0, &shape, s);
+        for (int t = 0; t < r->n; t++)
+            memcpy(out + at + (size_t)t * nh * hd + off, op + t * w, w * sizeof(float));
+    }
+}
+
+/* The cache stores, then attention, of every run into out [n_tok, n_head_l
+ * * head_dim]; all stores come first, so a run may read keys another run
+ * of its slot in this micro-batch wrote. A row's result is the same on
+ * one thread or many (kernels.h), so how the runs are spread over threads
+ * changes only the time. */
+static void attention(bt_forward_t *f, int il, float *out)
 {
     const bt_kv_cache_t *kv = &f->kv;
     int n_short = 0;
@@ -221,7 +293,7 @@ static void attention(bt_forward_t *f, int il)
     const int team = s->n_threads < n_short ? s->n_threads : n_short;
     for (int i = 0; i < f->n_runs; i++)
         if (f->runs[i].n > BT_SHORT_RUN || team < 2)
-            attend_run(f, il, &f->runs[i], s);
+            attend_run(f, il, &f->runs[i], out, s);
     if (team < 2)
         return;
 #pragma omp parallel num_threads(team)
@@ -231,7 +303,7 @@ static void attention(bt_forward_t *f, int il)
 #pragma omp for schedule(dynamic, 1)
         for (int i = 0; i < f->n_runs; i++)
             if (f->runs[i].n <= BT_SHORT_RUN)
-                attend_run(f, il, &f->runs[i], &mine);
+                attend_run(f, il, &f->runs[i], out, &mine);
     }
 }
 
@@ -240,15 +312,14 @@ static void attention(bt_forward_t *f, int il)
 static void rope(bt_forward_t *f, const bt_layer_t *l)
 {
     const bt_hparams_t *hp = &f->m->hp;
-    const size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)f->kv.kv_dim;
+    const size_t q_dim = (size_t)f->n_head_l * hp->head_dim, kv_dim = (size_t)f->kv.kv_dim;
     const bt_rope_t r = {hp->n_rot,      l->rope_base,  l->rope_freq_scale,
                          f->m->rope_factors, hp->arch->rope == BT_ROPE_NEOX,
                          hp->yarn,       hp->yarn_low,  hp->yarn_high, hp->yarn_mscale};
     for (int i = 0; i < f->n_runs; i++) {
         const bt_run_t *run = &f->runs[i];
-        bt_rope_f32(f->q + run->first * q_dim, run->n, run->pos0, hp->n_head, hp->head_dim, &r);
-        bt_rope_f32(f->k + run->first * kv_dim, run->n, run->pos0, hp->n_head_kv, hp->head_dim,
-                    &r);
+        bt_rope_f32(f->q + run->first * q_dim, run->n, run->pos0, f->n_head_l, hp->head_dim, &r);
+        bt_rope_f32(f->k + run->first * kv_dim, run->n, run->pos0, f->n_kv_l, hp->head_dim, &r);
     }
 }
 
@@ -287,14 +358,22 @@ static void activate(const bt_forward_t *f, float *gate, const float *up, int64_
 }
 
 /* The dense FFN on f->xn into f->o: down(act(gate(xn)) * up(xn)), gate
- * and up in one call. */
-static void ffn(bt_forward_t *f, const bt_layer_t *l, int n_tok)
+ * and up in one call. Tensor ranks: each its hidden units, gathered whole
+ * for down; each its output features of down, gathered. */
+static bt_status_t ffn(bt_forward_t *f, const bt_layer_t *l, int n_tok)
 {
     const bt_matmul_job_t gu[2] = {job(f->gate, &l->w_gate, f->xn, n_tok),
                                    job(f->up, &l->w_up, f->xn, n_tok)};
     bt_matmul_many(f->ops, gu, 2, &f->scratch);
     activate(f, f->gate, f->up, (int64_t)n_tok * l->w_gate.n_out);
-    f->ops->matmul(f->o, &l->w_down, f->gate, n_tok, &f->scratch);
+    const bt_share_t *sh = &f->m->share;
+    float *hidden = split(f) ? f->up : f->gate; /* [n_tok, n_ff] */
+    bt_status_t st = gather_cols(f, hidden, f->gate, n_tok, sh->ff, 1);
+    if (st != BT_OK)
+        return st;
+    float *o = split(f) ? f->part : f->o;
+    f->ops->matmul(o, &l->w_down, hidden, n_tok, &f->scratch);
+    return gather_cols(f, f->o, o, n_tok, sh->embd, 1);
 }
 
 /* Row e of a per-expert bias of width n (NULL: none). */
@@ -311,11 +390,15 @@ static const float *expert_row(const float *b, int e, int64_t n)
  * experts' outputs, weighted, best first. A row's result depends on its
  * own input alone (the kernels' rows are independent, the sum's order is
  * the row's own ranking), so not on which other rows share its
- * micro-batch or chose the same experts. */
-static void experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
+ * micro-batch or chose the same experts. Tensor ranks route alike (the
+ * router is whole on each), run their own experts only, and gather the
+ * experts' outputs, which lie expert by expert, so rank by rank. */
+static bt_status_t experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
 {
     const bt_hparams_t *hp = &f->m->hp;
+    const bt_share_t *sh = &f->m->share;
     const int k = hp->n_expert_used, n_embd = hp->n_embd, n_exp = hp->n_expert;
+    const int e0 = sh->expert[sh->rank], e1 = sh->expert[sh->rank + 1]; /* this rank's */
     const int64_t n_ff = hp->n_ff_exp;
     const size_t e_sz = (size_t)n_embd;
     project(f, f->route, &l->router, l->router_bias, f->xn, n_tok);
@@ -327,58 +410,73 @@ static void experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
         for (int j = 0; j < n_tok * k; j++)
             if (f->sel[j] == e) {
                 f->gather[j] = n;
-                memcpy(f->xg + (size_t)n * e_sz, f->xn + (size_t)(j / k) * e_sz,
-                       e_sz * sizeof(float));
+                if (e >= e0 && e < e1)
+                    memcpy(f->xg + (size_t)n * e_sz, f->xn + (size_t)(j / k) * e_sz,
+                           e_sz * sizeof(float));
                 n++;
             }
     }
     f->exp_rows[n_exp] = n;
     int nj = 0;
-    for (int e = 0; e < n_exp; e++) {
+    for (int e = e0; e < e1; e++) {
         const int r0 = f->exp_rows[e], ne = f->exp_rows[e + 1] - r0;
         if (ne == 0)
             continue;
-        const bt_matrix_t g = bt_expert(&l->gate_exps, e), u = bt_expert(&l->up_exps, e);
+        const bt_matrix_t g = bt_expert(&l->gate_exps, e - e0), u = bt_expert(&l->up_exps, e - e0);
         f->jobs[nj++] = job(f->gate + (size_t)r0 * n_ff, &g, f->xg + (size_t)r0 * e_sz, ne);
         f->jobs[nj++] = job(f->up + (size_t)r0 * n_ff, &u, f->xg + (size_t)r0 * e_sz, ne);
     }
     bt_matmul_many(f->ops, f->jobs, nj, &f->scratch);
-    for (int e = 0; e < n_exp && (l->gate_exps_bias || l->up_exps_bias); e++) {
+    for (int e = e0; e < e1 && (l->gate_exps_bias || l->up_exps_bias); e++) {
         const int r0 = f->exp_rows[e], ne = f->exp_rows[e + 1] - r0;
         if (l->gate_exps_bias != NULL)
-            bt_add_rows_f32(f->gate + (size_t)r0 * n_ff, expert_row(l->gate_exps_bias, e, n_ff),
-                            ne, n_ff);
+            bt_add_rows_f32(f->gate + (size_t)r0 * n_ff,
+                            expert_row(l->gate_exps_bias, e - e0, n_ff), ne, n_ff);
         if (l->up_exps_bias != NULL)
-            bt_add_rows_f32(f->up + (size_t)r0 * n_ff, expert_row(l->up_exps_bias, e, n_ff), ne,
-                            n_ff);
+            bt_add_rows_f32(f->up + (size_t)r0 * n_ff, expert_row(l->up_exps_bias, e - e0, n_ff),
+                            ne, n_ff);
     }
-    activate(f, f->gate, f->up, (int64_t)n * n_ff);
+    const int mine0 = f->exp_rows[e0], mine1 = f->exp_rows[e1];
+    activate(f, f->gate + (size_t)mine0 * n_ff, f->up + (size_t)mine0 * n_ff,
+             (int64_t)(mine1 - mine0) * n_ff);
     nj = 0;
-    for (int e = 0; e < n_exp; e++) {
+    for (int e = e0; e < e1; e++) {
         const int r0 = f->exp_rows[e], ne = f->exp_rows[e + 1] - r0;
         if (ne == 0)
             continue;
-        const bt_matrix_t d = bt_expert(&l->down_exps, e);
+        const bt_matrix_t d = bt_expert(&l->down_exps, e - e0);
         f->jobs[nj++] = job(f->y_exp + (size_t)r0 * e_sz, &d, f->gate + (size_t)r0 * n_ff, ne);
     }
     bt_matmul_many(f->ops, f->jobs, nj, &f->scratch);
-    for (int e = 0; e < n_exp && l->down_exps_bias != NULL; e++) {
+    for (int e = e0; e < e1 && l->down_exps_bias != NULL; e++) {
         const int r0 = f->exp_rows[e], ne = f->exp_rows[e + 1] - r0;
-        bt_add_rows_f32(f->y_exp + (size_t)r0 * e_sz, expert_row(l->down_exps_bias, e, n_embd), ne,
-                        n_embd);
+        bt_add_rows_f32(f->y_exp + (size_t)r0 * e_sz,
+                        expert_row(l->down_exps_bias, e - e0, n_embd), ne, n_embd);
+    }
+    if (split(f)) {
+        for (int r = 0; r <= sh->size; r++)
+            f->exp_at[r] = f->exp_rows[sh->expert[r]];
+        bt_status_t st = f->coll.runs(f->coll.ctx, f->y_exp, f->exp_at, n_embd);
+        if (st != BT_OK)
+            return st;
     }
     memset(f->o, 0, (size_t)n_tok * e_sz * sizeof(float));
     for (int t = 0; t < n_tok; t++)
         for (int i = 0; i < k; i++)
             bt_axpy_f32(f->o + (size_t)t * e_sz, f->sel_w[t * k + i],
                         f->y_exp + (size_t)f->gather[t * k + i] * e_sz, n_embd);
+    return BT_OK;
 }
 
 /* One block on x [n_tok, n_embd] in place, as the layer's tensors and the
- * architecture say (arch.h). */
-static void layer(bt_forward_t *f, int il, float *x, int n_tok)
+ * architecture say (arch.h). Tensor ranks: each its heads (their part of
+ * q, k, v, the cache and attention) and its output features of
+ * attn_output, with the heads' outputs and the features gathered; the
+ * norms and residuals run whole on every rank. */
+static bt_status_t layer(bt_forward_t *f, int il, float *x, int n_tok)
 {
     const bt_hparams_t *hp = &f->m->hp;
+    const bt_share_t *sh = &f->m->share;
     const bt_layer_t *l = &f->m->layers[il];
     const int n_embd = hp->n_embd;
 
@@ -394,21 +492,28 @@ static void layer(bt_forward_t *f, int il, float *x, int n_tok)
     if (l->v_bias != NULL)
         bt_add_rows_f32(f->v, l->v_bias, n_tok, l->wv.n_out);
     if (l->q_norm != NULL) /* per head: rows of head_dim values */
-        bt_rmsnorm_f32(f->q, f->q, l->q_norm, n_tok * hp->n_head, hp->head_dim, hp->rms_eps);
+        bt_rmsnorm_f32(f->q, f->q, l->q_norm, n_tok * f->n_head_l, hp->head_dim, hp->rms_eps);
     if (l->k_norm != NULL)
-        bt_rmsnorm_f32(f->k, f->k, l->k_norm, n_tok * hp->n_head_kv, hp->head_dim, hp->rms_eps);
+        bt_rmsnorm_f32(f->k, f->k, l->k_norm, n_tok * f->n_kv_l, hp->head_dim, hp->rms_eps);
     rope(f, l);
-    attention(f, il);
-    project(f, f->o, &l->wo, l->o_bias, f->att, n_tok);
+    float *mine = split(f) ? f->part : f->att;
+    attention(f, il, mine);
+    bt_status_t st = gather_cols(f, f->att, mine, n_tok, sh->head, hp->head_dim);
+    if (st != BT_OK)
+        return st;
+    mine = split(f) ? f->part : f->o;
+    project(f, mine, &l->wo, l->o_bias, f->att, n_tok);
+    if ((st = gather_cols(f, f->o, mine, n_tok, sh->embd, 1)))
+        return st;
     residual(f, x, f->o, l->post_attn_norm, n_tok);
 
     /* feed-forward: down(act(gate(xn)) * up(xn)), dense or by experts */
     bt_rmsnorm_f32(f->xn, x, l->ffn_norm, n_tok, n_embd, hp->rms_eps);
-    if (l->router.data != NULL)
-        experts(f, l, n_tok);
-    else
-        ffn(f, l, n_tok);
+    st = l->router.data != NULL ? experts(f, l, n_tok) : ffn(f, l, n_tok);
+    if (st != BT_OK)
+        return st;
     residual(f, x, f->o, l->post_ffn_norm, n_tok);
+    return BT_OK;
 }
 
 /* Checks the rows against the cache and splits them into runs. */
@@ -447,7 +552,8 @@ bt_status_t bt_forward_rows(bt_forward_t *f, float *x, const bt_row_t *rows, int
     if (st != BT_OK)
         return st;
     for (int il = 0; il < f->m->last - f->m->first; il++) {
-        layer(f, il, x, n_rows);
+        if ((st = layer(f, il, x, n_rows)))
+            return st;
         if (f->progress != NULL)
             f->progress(f->progress_arg);
     }
@@ -472,7 +578,7 @@ static void head_logits(bt_forward_t *f, int n, float *logits)
     const bt_hparams_t *hp = &f->m->hp;
     f->ops->matmul(logits, &f->m->output, f->xn, n, &f->scratch);
     if (hp->logit_softcap > 0.0f)
-        bt_softcap_f32(logits, hp->logit_softcap, (int64_t)n * hp->n_vocab);
+        bt_softcap_f32(logits, hp->logit_softcap, (int64_t)n * f->m->output.n_out);
 }
 
 void bt_forward_head(bt_forward_t *f, const float *x, int n_rows, float *logits)

@@ -28,6 +28,22 @@
 
 typedef void (*bt_progress_fn)(void *arg);
 
+/* Tensor parallelism (the model's bt_share_t, size > 1): the collectives a
+ * layer needs between the ranks of its stage, installed by the stage
+ * (forward knows no MPI). at[0 .. size] are the ranks' ranges in units of
+ * `unit` floats. Both return BT_OK or the status of a failed collective. */
+typedef struct bt_gather {
+    /* Row by row: out[t] = the ranks' blocks of row t side by side, rank
+     * r's (at[r+1] - at[r]) * unit floats from its mine[t] at column
+     * at[r] * unit. mine: [n_rows, this rank's block], out: [n_rows,
+     * at[size] * unit]. */
+    bt_status_t (*cols)(void *ctx, float *out, const float *mine, int n_rows, const int *at,
+                        int unit);
+    /* In place: buf[at[r] * unit .. at[r+1] * unit) from rank r, to every rank. */
+    bt_status_t (*runs)(void *ctx, float *buf, const int *at, int unit);
+    void *ctx;
+} bt_gather_t;
+
 /* A run: consecutive rows of one slot at consecutive positions, which
  * rope, the cache stores and attention take as one block. */
 typedef struct bt_run {
@@ -49,6 +65,14 @@ typedef struct bt_forward {
     float *v;    /* [max_tok, n_head_kv * head_dim] this batch's values, before the cache */
     float *att;  /* [max_tok, n_head * head_dim] attention output */
     float *o;    /* [max_tok, n_embd] projection output before the residual */
+    /* tensor parallelism: this rank's columns before a gather (the heads'
+     * attention, attn_output's and ffn_down's features) */
+    float *part;   /* [max_tok, max(n_head * head_dim, n_embd)]; NULL on one rank */
+    float *piece;  /* [2, max_tok, group * head_dim] a kv group's query heads when a group
+                    * spans ranks (q, then out); NULL otherwise */
+    int *exp_at;   /* [size + 1] the ranks' first rows of xg (experts) */
+    bt_gather_t coll; /* the stage's collectives (tensor ranks) */
+    int head0, n_head_l, kv0, n_kv_l; /* this rank's query and kv heads */
     float *gate; /* [max_tok, max(n_ff, k n_ff_exp)] (experts: one row per choice) */
     float *up;   /* the same */
     /* mixture of experts (n_expert > 0), k = n_expert_used: */
@@ -87,6 +111,10 @@ void bt_forward_free(bt_forward_t *f);
 /* Installs fn(arg) to run after each layer (NULL to remove). */
 void bt_forward_set_progress(bt_forward_t *f, bt_progress_fn fn, void *arg);
 
+/* Installs the collectives of a tensor-parallel stage (the model's share
+ * has size > 1); copied. Needed before the first layer on such a stage. */
+void bt_forward_set_gather(bt_forward_t *f, const bt_gather_t *g);
+
 /* x[t] = embedding of tokens[t]; x: [n_tok, n_embd]. BT_ERR_ARG with a
  * message for a token id outside the vocabulary. Needs with_embed. */
 bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, float *x);
@@ -94,14 +122,17 @@ bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, 
 /* Runs the bound layers on x in place; x: [n_rows, n_embd], row r is
  * rows[r]. BT_ERR_ARG with a message when n_rows is not in 1..max_tok, a
  * slot or position is outside the cache, or a slot's rows are not at
- * increasing positions. */
+ * increasing positions. On a tensor rank every rank of the stage calls it
+ * with the same x and rows (the layers gather between the ranks), and
+ * each ends with the whole x; a failed gather's status is returned. */
 bt_status_t bt_forward_rows(bt_forward_t *f, float *x, const bt_row_t *rows, int n_rows);
 
 /* One sequence in slot 0: row t at position pos0 + t. */
 bt_status_t bt_forward_layers(bt_forward_t *f, float *x, int n_tok, int pos0);
 
 /* logits[r] = output . rmsnorm(x[r]) for n_rows rows (n_rows <= max_tok);
- * logits: [n_rows, n_vocab]. Needs with_head. */
+ * logits: [n_rows, output.n_out]: every vocabulary row, or on a tensor
+ * rank its share of them (bt_share_t.vocab). Needs with_head. */
 void bt_forward_head(bt_forward_t *f, const float *x, int n_rows, float *logits);
 
 /* The same for rows idx[0 .. n) of x (n <= max_tok): logits[i] belongs to

@@ -515,6 +515,132 @@ static bt_status_t check_tensors(const bt_gguf_t *g, const bt_hparams_t *hp)
     return st;
 }
 
+typedef struct weight_ref {
+    const void **data; /* the field that points at the tensor */
+    size_t bytes;
+} weight_ref_t;
+static int bound_weights(bt_model_t *m, weight_ref_t *w, int cap);
+
+/* ---- tensor-parallel shares ---- */
+
+/* at[0..size]: n units over size ranks, as even as whole multiples of
+ * align allow (align 1 where n is no multiple of it or too small). */
+static void split_even(int n, int size, int align, int *at)
+{
+    if (align < 1 || n % align != 0 || n / align < size)
+        align = 1;
+    const int64_t units = n / align;
+    for (int r = 0; r <= size; r++)
+        at[r] = (int)(units * r / size) * align;
+}
+
+bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bt_share_t *out)
+{
+    if (size < 1 || size > BT_TP_MAX || rank < 0 || rank >= size) {
+        bt_log_error("tensor parallelism: %d tensor ranks per stage is outside 1..%d", size,
+                     BT_TP_MAX);
+        return BT_ERR_ARG;
+    }
+    const struct {
+        const char *what;
+        int n;
+    } dims[] = {{"query heads", hp->n_head},
+                {"embedding features (n_embd)", hp->n_embd},
+                {"feed-forward hidden units (n_ff)", hp->n_ff},
+                {"experts", hp->n_expert},
+                {"vocabulary rows", hp->n_vocab}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].n > 0 && dims[i].n < size) {
+            bt_log_error("tensor parallelism: %d tensor ranks per stage, but the model has %d "
+                         "%s: each tensor rank needs at least one", size, dims[i].n,
+                         dims[i].what);
+            return BT_ERR_ARG;
+        }
+    bt_share_t s = {.rank = rank, .size = size};
+    if (size <= hp->n_head_kv) { /* whole kv groups */
+        const int group = hp->n_head / hp->n_head_kv;
+        split_even(hp->n_head_kv, size, 1, s.head);
+        for (int r = 0; r <= size; r++)
+            s.head[r] *= group;
+    } else {
+        split_even(hp->n_head, size, 1, s.head);
+    }
+    split_even(hp->n_embd, size, BT_MATMUL_ROWS, s.embd);
+    split_even(hp->n_ff, size, BT_MATMUL_ROWS, s.ff);
+    split_even(hp->n_expert, size, 1, s.expert);
+    split_even(hp->n_vocab, size, BT_MATMUL_ROWS, s.vocab);
+    *out = s;
+    return BT_OK;
+}
+
+void bt_share_kv(const bt_share_t *s, const bt_hparams_t *hp, int r, int *kv0, int *kv1)
+{
+    const int group = hp->n_head / hp->n_head_kv;
+    *kv0 = s->head[r] / group;
+    *kv1 = (s->head[r + 1] - 1) / group + 1;
+}
+
+bool bt_share_whole_groups(const bt_share_t *s, const bt_hparams_t *hp)
+{
+    const int group = hp->n_head / hp->n_head_kv;
+    for (int r = 0; r <= s->size; r++)
+        if (s->head[r] % group != 0)
+            return false;
+    return true;
+}
+
+/* Rank r's range [*lo, *hi) of the dimension that splits kind: rows of a
+ * matrix, values of a vector, experts of a 3-D tensor (and of the
+ * per-expert biases, in whole experts). False for a kind that every rank
+ * holds whole. */
+static bool kind_range(const bt_share_t *s, const bt_hparams_t *hp, int r, int kind,
+                       int64_t *lo, int64_t *hi)
+{
+    int kv0, kv1;
+    const int64_t hd = hp->head_dim;
+    switch (kind) {
+    case BT_LT_Q: case BT_LT_Q_BIAS:
+        *lo = s->head[r] * hd, *hi = s->head[r + 1] * hd;
+        return true;
+    case BT_LT_SINKS:
+        *lo = s->head[r], *hi = s->head[r + 1];
+        return true;
+    case BT_LT_K: case BT_LT_V: case BT_LT_K_BIAS: case BT_LT_V_BIAS:
+        bt_share_kv(s, hp, r, &kv0, &kv1);
+        *lo = kv0 * hd, *hi = kv1 * hd;
+        return true;
+    case BT_LT_O: case BT_LT_O_BIAS: case BT_LT_DOWN:
+        *lo = s->embd[r], *hi = s->embd[r + 1];
+        return true;
+    case BT_LT_GATE: case BT_LT_UP:
+        *lo = s->ff[r], *hi = s->ff[r + 1];
+        return true;
+    case BT_LT_GATE_EXPS: case BT_LT_UP_EXPS: case BT_LT_DOWN_EXPS:
+    case BT_LT_GATE_EXPS_BIAS: case BT_LT_UP_EXPS_BIAS: case BT_LT_DOWN_EXPS_BIAS:
+        *lo = s->expert[r], *hi = s->expert[r + 1];
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Experts this rank holds (all of them without tensor parallelism). */
+static int local_experts(const bt_model_t *m)
+{
+    return m->share.expert[m->share.rank + 1] - m->share.expert[m->share.rank];
+}
+
+/* Values of a bound f32 tensor of kind as this rank holds it. */
+static int64_t vector_len(const bt_model_t *m, int kind)
+{
+    const bt_lt_info_t *li = &bt_lt_info[kind];
+    const int64_t whole = dim_of(&m->hp, li->ne0) * dim_of(&m->hp, li->ne1);
+    int64_t lo, hi;
+    if (!kind_range(&m->share, &m->hp, m->share.rank, kind, &lo, &hi))
+        return whole;
+    return li->ne1 == BT_DIM_EXPERT ? (hi - lo) * dim_of(&m->hp, li->ne0) : hi - lo;
+}
+
 /* Binds a tensor the checks above passed (or NULL when absent). */
 static const bt_gguf_tensor_t *bind_tensor(bt_model_t *m, const char *name)
 {
@@ -623,6 +749,7 @@ bt_status_t bt_model_open(const char *path, bt_model_t **out)
     }
     uint32_t ft;
     m->file_type = bt_gguf_get_u32(m->gguf, "general.file_type", &ft) == BT_OK ? ft : 0;
+    bt_share_init(&m->hp, 0, 1, &m->share); /* the whole model: cannot fail */
     *out = m;
     return BT_OK;
 }
@@ -655,6 +782,63 @@ bt_status_t bt_model_bind(bt_model_t *m, int first, int last, bool with_embed, b
     return st;
 }
 
+/* Narrows a bound matrix to rows [lo, hi). */
+static void narrow_rows(bt_matrix_t *x, int64_t lo, int64_t hi)
+{
+    x->data = (const uint8_t *)x->data + (size_t)lo * x->row_bytes;
+    x->n_out = hi - lo;
+}
+
+bt_status_t bt_model_shard(bt_model_t *m, const bt_share_t *share)
+{
+    if (m->layers == NULL || m->weights_copy != NULL || m->packed_copy != NULL ||
+        m->share.size != 1) {
+        bt_log_error("model: %s: shard after binding, once, before the weights are placed",
+                     m->gguf->path);
+        return BT_ERR_ARG;
+    }
+    m->share = *share;
+    const int r = share->rank;
+    for (int i = 0; i < m->last - m->first; i++)
+        for (int kind = 0; kind < BT_LT_COUNT; kind++) {
+            char *field = (char *)&m->layers[i] + lt_field[kind];
+            const bt_lt_info_t *li = &bt_lt_info[kind];
+            int64_t lo, hi;
+            if (!kind_range(share, &m->hp, r, kind, &lo, &hi))
+                continue;
+            if (bt_lt_f32(li)) {
+                const float **v = (const float **)(void *)field;
+                const int64_t unit = li->ne1 == BT_DIM_EXPERT ? dim_of(&m->hp, li->ne0) : 1;
+                if (*v != NULL)
+                    *v += lo * unit;
+                continue;
+            }
+            bt_matrix_t *x = (bt_matrix_t *)(void *)field;
+            if (x->data == NULL)
+                continue;
+            if (li->ne2 == BT_DIM_EXPERT) /* whole experts */
+                x->data = (const uint8_t *)x->data + (size_t)lo * (size_t)x->n_out * x->row_bytes;
+            else
+                narrow_rows(x, lo, hi);
+        }
+    if (m->with_head) {
+        m->output = m->tied ? m->tok_embd : m->output;
+        narrow_rows(&m->output, share->vocab[r], share->vocab[r + 1]);
+    }
+    if (!m->with_embed)
+        m->tok_embd = (bt_matrix_t){0}; /* bound only for a tied head, which now has its rows */
+    int n = bound_weights(m, NULL, 0);
+    weight_ref_t *w = malloc(sizeof *w * (size_t)(n ? n : 1));
+    if (w == NULL)
+        return BT_ERR_NOMEM;
+    bound_weights(m, w, n);
+    m->weight_bytes = 0;
+    for (int i = 0; i < n; i++)
+        m->weight_bytes += w[i].bytes;
+    free(w);
+    return BT_OK;
+}
+
 bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed, bool with_head,
                           bt_model_t **out)
 {
@@ -672,10 +856,6 @@ bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed
 
 /* ---- placing the weights ---- */
 
-typedef struct weight_ref {
-    const void **data; /* the field that points at the tensor */
-    size_t bytes;
-} weight_ref_t;
 
 /* Appends (field, bytes) when the field points at a tensor. */
 static void add_ref(weight_ref_t *w, int cap, int *n, const void **field, size_t bytes)
@@ -705,16 +885,16 @@ static int bound_weights(bt_model_t *m, weight_ref_t *w, int cap)
             const bt_lt_info_t *li = &bt_lt_info[kind];
             if (bt_lt_f32(li))
                 add_ref(w, cap, &n, (const void **)(void *)field,
-                        sizeof(float) * (size_t)(dim_of(&m->hp, li->ne0) *
-                                                 dim_of(&m->hp, li->ne1)));
-            else { /* a 3-D tensor: its n_expert matrices at once */
+                        sizeof(float) * (size_t)vector_len(m, kind));
+            else { /* a 3-D tensor: its experts' matrices at once */
                 bt_matrix_t *x = (bt_matrix_t *)(void *)field;
                 add_ref(w, cap, &n, &x->data,
-                        x->row_bytes * (size_t)x->n_out * (size_t)dim_of(&m->hp, li->ne2));
+                        x->row_bytes * (size_t)x->n_out *
+                            (size_t)(li->ne2 == BT_DIM_EXPERT ? local_experts(m) : 1));
             }
         }
     add_ref(w, cap, &n, (const void **)&m->out_norm, sizeof(float) * (size_t)m->hp.n_embd);
-    if (!m->tied)
+    if (!m->tied || m->tok_embd.data == NULL) /* a tied head inside the bound table: once */
         add_matrix(w, cap, &n, &m->output);
     return n;
 }
@@ -773,8 +953,9 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
         if (len > 0) /* the file's pages are no longer ours to keep */
             madvise(lo, len, MADV_DONTNEED);
     }
-    if (m->tied && m->with_head)
-        m->output.data = m->tok_embd.data;
+    if (m->tied && m->with_head && m->tok_embd.data != NULL)
+        m->output.data = (const uint8_t *)m->tok_embd.data +
+                         (size_t)m->share.vocab[m->share.rank] * m->tok_embd.row_bytes;
     m->weights_copy = buf;
     free(w);
     return BT_OK;
@@ -801,7 +982,7 @@ static bt_matrix_t *bound_matrix(bt_model_t *m, int i, int *n_mat)
                                         &l->w_gate,    &l->w_up,    &l->w_down,    &l->router,
                                         &l->gate_exps, &l->up_exps, &l->down_exps};
     if (i % LAYER_MATRICES >= 8)
-        *n_mat = m->hp.n_expert;
+        *n_mat = local_experts(m);
     return all[i % LAYER_MATRICES];
 }
 
@@ -882,32 +1063,67 @@ static uint64_t held_bytes(const bt_gguf_tensor_t *t, bool matrix, bool packed, 
     return pack == 0 ? t->n_bytes : pack + (read_in ? t->n_bytes : 0);
 }
 
-void bt_model_memory(const bt_model_t *m, bool packed, bool read_in, uint64_t *layer,
-                     uint64_t *embed, uint64_t *head, uint64_t *every)
+/* The largest part of kind's split dimension that any rank of s holds,
+ * as a fraction of the whole (1 for a kind every rank holds whole). */
+static double share_fraction(const bt_share_t *s, const bt_hparams_t *hp, int kind)
+{
+    int64_t lo, hi, most = 0;
+    if (s->size == 1 || !kind_range(s, hp, 0, kind, &lo, &hi))
+        return 1.0;
+    for (int r = 0; r < s->size; r++) {
+        kind_range(s, hp, r, kind, &lo, &hi);
+        most = hi - lo > most ? hi - lo : most;
+    }
+    kind_range(s, hp, s->size - 1, kind, &lo, &hi);
+    const int64_t whole = hi - (kind_range(s, hp, 0, kind, &lo, &hi), lo);
+    return whole > 0 ? (double)most / (double)whole : 1.0;
+}
+
+static uint64_t part_of(uint64_t bytes, double fraction)
+{
+    return fraction >= 1.0 ? bytes : (uint64_t)((double)bytes * fraction) + 64;
+}
+
+void bt_model_memory_share(const bt_model_t *m, int tp, bool packed, bool read_in,
+                           uint64_t *layer, uint64_t *embed, uint64_t *head, uint64_t *every)
 {
     const bt_gguf_t *g = m->gguf;
     const bt_arch_t *a = m->hp.arch;
     const uint32_t allowed = bt_arch_layer_bits(a, m->hp.n_expert > 0) | a->layer_optional;
     const bool tied = bt_gguf_find_tensor(g, "output.weight") == NULL;
+    bt_share_t s;
+    if (bt_share_init(&m->hp, 0, tp, &s) != BT_OK) /* a layout refused elsewhere: count it whole */
+        bt_share_init(&m->hp, 0, 1, &s);
+    int most = 0;
+    for (int r = 0; r < s.size; r++)
+        most = s.vocab[r + 1] - s.vocab[r] > most ? s.vocab[r + 1] - s.vocab[r] : most;
+    const double vocab_most = (double)most / (double)m->hp.n_vocab;
     memset(layer, 0, sizeof *layer * (size_t)m->hp.n_layer);
     *embed = *head = *every = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const bt_gguf_tensor_t *t = &g->tensors[i];
         int il = 0, kind = layer_tensor_kind(a, allowed, t->name, &il);
         if (kind >= 0 && il < m->hp.n_layer) {
-            layer[il] += held_bytes(t, packed_kind(kind), packed, read_in);
+            layer[il] += part_of(held_bytes(t, packed_kind(kind), packed, read_in),
+                                 share_fraction(&s, &m->hp, kind));
         } else if (bt_gguf_str_eq(t->name, "token_embd.weight")) {
             *embed += t->n_bytes; /* rows looked up, never packed */
             if (tied)
-                *head += held_bytes(t, true, packed, read_in);
+                *head += part_of(held_bytes(t, true, packed, read_in), vocab_most);
         } else if (bt_gguf_str_eq(t->name, "output.weight")) {
-            *head += held_bytes(t, true, packed, read_in);
+            *head += part_of(held_bytes(t, true, packed, read_in), vocab_most);
         } else if (bt_gguf_str_eq(t->name, "output_norm.weight")) {
             *head += t->n_bytes;
         } else {
             *every += t->n_bytes; /* rope_freqs.weight: bound with the layers */
         }
     }
+}
+
+void bt_model_memory(const bt_model_t *m, bool packed, bool read_in, uint64_t *layer,
+                     uint64_t *embed, uint64_t *head, uint64_t *every)
+{
+    bt_model_memory_share(m, 1, packed, read_in, layer, embed, head, every);
 }
 
 void bt_model_free(bt_model_t *m)

@@ -51,6 +51,36 @@ typedef struct bt_hparams {
     float logit_softcap;   /* logits = c tanh(logits / c); 0: none */
 } bt_hparams_t;
 
+/* Tensor parallelism: how the T tensor ranks of a stage split every layer
+ * (docs/design.md, "Tensor parallelism"). Each split cuts a matrix by its
+ * output rows, so each output element is still reduced whole, on one
+ * rank, in its usual order. Rank r holds the ranges [x[r], x[r + 1]) of:
+ * query heads (with the kv heads they read: whole kv groups where T <=
+ * n_head_kv, else a kv head shared by the ranks its group spans), output
+ * features of attn_output and ffn_down, hidden units of a dense FFN,
+ * experts, and rows of the output head. size 1: the whole model. */
+#define BT_TP_MAX 64
+
+typedef struct bt_share {
+    int rank, size;
+    int head[BT_TP_MAX + 1];
+    int embd[BT_TP_MAX + 1];
+    int ff[BT_TP_MAX + 1];
+    int expert[BT_TP_MAX + 1];
+    int vocab[BT_TP_MAX + 1];
+} bt_share_t;
+
+/* The shares of rank `rank` of `size` tensor ranks. BT_ERR_ARG, with one
+ * message giving the numbers, when size is outside 1..BT_TP_MAX or larger
+ * than a dimension it splits (query heads, n_embd, n_ff, experts, vocab). */
+bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bt_share_t *out);
+
+/* The kv heads [*kv0, *kv1) that rank r's query heads read. */
+void bt_share_kv(const bt_share_t *s, const bt_hparams_t *hp, int r, int *kv0, int *kv1);
+
+/* Whether every rank's query heads are whole kv groups. */
+bool bt_share_whole_groups(const bt_share_t *s, const bt_hparams_t *hp);
+
 /* One layer's tensors, NULL (vectors) or .data NULL (matrices) where the
  * architecture leaves them out, and its attention and rope settings. */
 typedef struct bt_layer {
@@ -98,6 +128,7 @@ typedef struct bt_model {
     void *packed_copy;       /* the packed copies, one block (bt_model_pack), or NULL */
     uint64_t packed_bytes;   /* bytes of the packed copies */
     uint32_t file_type;      /* general.file_type, or the type of most weights */
+    bt_share_t share;        /* this rank's share of each layer (size 1: all of it) */
 } bt_model_t;
 
 /* Opens path and reads the hyperparameters; binds no tensor yet (so a
@@ -107,6 +138,15 @@ bt_status_t bt_model_open(const char *path, bt_model_t **out);
 /* Binds layers [first, last) (last = -1 means n_layer) plus embeddings and
  * head as asked. Once per model. */
 bt_status_t bt_model_bind(bt_model_t *m, int first, int last, bool with_embed, bool with_head);
+
+/* Keeps only this tensor rank's share of every bound layer and of the
+ * head (bt_share_t): matrices and their biases are narrowed to their rows,
+ * expert tensors to the rank's experts; norms, routers and the embedding
+ * table stay whole. Call once, after bt_model_bind and before
+ * bt_model_place_weights, so nothing outside the share is read. The
+ * embedding table is then bound only with with_embed (a tied head keeps
+ * just its rows). */
+bt_status_t bt_model_shard(bt_model_t *m, const bt_share_t *share);
 
 /* How the bound weights are held. use_mmap: read from the file mapping,
  * with the kernel asked to read them ahead (madvise WILLNEED). Otherwise:
@@ -133,6 +173,11 @@ uint64_t bt_model_pack_bytes(bt_model_t *m);
  * bt_model_pack will run (the cpu kernels); read_in: --mmap 0. */
 void bt_model_memory(const bt_model_t *m, bool packed, bool read_in, uint64_t *layer,
                      uint64_t *embed, uint64_t *head, uint64_t *every);
+
+/* The same for the largest share of any of tp tensor ranks (tp 1:
+ * bt_model_memory): what one rank of a tensor-parallel stage holds. */
+void bt_model_memory_share(const bt_model_t *m, int tp, bool packed, bool read_in,
+                           uint64_t *layer, uint64_t *embed, uint64_t *head, uint64_t *every);
 
 /* bt_model_open + bt_model_bind. */
 bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed, bool with_head,

@@ -756,7 +756,8 @@ static void att_unit(const att_args_t *x, int g, int r0, int r1, float *score)
     const bool f16 = x->f16;
     const size_t es = f16 ? 2 : 4; /* bytes per cache element */
     const int n_head = a->n_head, head_dim = a->head_dim, pos0 = x->pos0;
-    const int group = n_head / a->n_head_kv, kv_dim = a->n_head_kv * head_dim;
+    const int group = n_head / a->n_head_kv;
+    const int kv_dim = a->v_stride > 0 ? a->v_stride : a->n_head_kv * head_dim;
     const char *kg = (const char *)x->k + es * (size_t)g * head_dim * a->k_stride;
     const char *vg = (const char *)x->v + es * (size_t)g * head_dim;
     float m[ATT_UNIT_ROWS];

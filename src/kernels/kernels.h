@@ -72,6 +72,8 @@ typedef struct bt_attn {
     float scale;  /* of the scores, usually 1 / sqrt(head_dim) */
     const float *sinks; /* NULL, or [n_head]: head h's softmax denominator also holds
                          * e^sinks[h] (a logit with no value and no scale) */
+    int v_stride; /* elements from one position's values to the next; 0: n_head_kv *
+                   * head_dim (a tensor rank attends with part of its cache's heads) */
 } bt_attn_t;
 
 /* One product of a batch (bt_ops_t.matmul_many): out = W x for n_tok rows. */
@@ -102,7 +104,7 @@ typedef struct bt_ops {
      * K, V. q, out: [n_tok, n_head * head_dim]. k is stored transposed, one
      * row per (kv head, dim) over positions: key j of kv head g, dim d is
      * k[(g * head_dim + d) * k_stride + j]; v is [positions, n_head_kv *
-     * head_dim]. k and v elements are kv_type: BT_TYPE_F32 or BT_TYPE_F16
+     * head_dim] (rows v_stride apart where it is set). k and v elements are kv_type: BT_TYPE_F32 or BT_TYPE_F16
      * (converted exactly as they are read). Query head h reads kv head
      * h / (n_head / n_head_kv). The query at position p sees keys j <= p,
      * and with a window w > 0 only p - j < w. Scores scale * q.k, softmax

@@ -40,7 +40,7 @@ static void ref_attention(float *restrict out, const float *restrict q, const vo
     float *score = s->buf; /* [n_ctx] */
     const int n_head = a->n_head, head_dim = a->head_dim, k_stride = a->k_stride;
     const int group = n_head / a->n_head_kv;
-    const int kv_dim = a->n_head_kv * head_dim;
+    const int kv_dim = a->v_stride > 0 ? a->v_stride : a->n_head_kv * head_dim;
     const float scale = a->scale;
     for (int t = 0; t < n_tok; t++) {
         const int p = pos0 + t; /* keys j0 .. p: causal, and the last `window` */

@@ -18,13 +18,13 @@
 static bt_status_t check_same_model(bt_pipe_t *p)
 {
     uint64_t mine[2] = {p->file_size, p->header_hash};
-    uint64_t *all = p->rank == 0 ? malloc(sizeof mine * (size_t)p->n_stages) : NULL;
-    MPI_Gather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, 0, p->comm);
+    uint64_t *all = p->world_rank == 0 ? malloc(sizeof mine * (size_t)p->world_size) : NULL;
+    MPI_Gather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, 0, p->world);
     bt_status_t st = BT_OK;
-    if (p->rank == 0) {
+    if (p->world_rank == 0) {
         char list[512] = "";
         size_t used = 0;
-        for (int r = 1; r < p->n_stages; r++)
+        for (int r = 1; r < p->world_size; r++)
             if ((all[2 * r] != mine[0] || all[2 * r + 1] != mine[1]) && used < sizeof list)
                 used += (size_t)snprintf(list + used, sizeof list - used,
                                          "%srank %d (%" PRIu64 " bytes, hash %016" PRIx64 ")",
@@ -98,24 +98,34 @@ static node_info_t this_node(MPI_Comm comm)
  * buffers, the transport's message slots and the trace. layer_bytes has
  * n_layer entries. */
 static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx,
-                                     uint64_t *layer_bytes, char *what, size_t what_size)
+                                     int per_node, uint64_t *layer_bytes, char *what,
+                                     size_t what_size)
 {
     const bt_hparams_t *hp = &p->model->hp;
     bt_stage_costs_t c = stage_costs(hp, cfg->head_share);
     uint64_t every;
-    bt_model_memory(p->model, cfg->ops == &bt_ops_cpu, cfg->no_mmap, layer_bytes, &c.embed_bytes,
-                    &c.head_bytes, &every);
-    const uint64_t kv = bt_kv_cache_bytes(1, p->n_slots, n_ctx, hp->n_head_kv * hp->head_dim,
+    bt_model_memory_share(p->model, p->tp_size, cfg->ops == &bt_ops_cpu, cfg->no_mmap,
+                          layer_bytes, &c.embed_bytes, &c.head_bytes, &every);
+    bt_share_t sh;
+    int kv_heads = hp->n_head_kv;
+    if (bt_share_init(hp, 0, p->tp_size, &sh) == BT_OK)
+        for (int r = 0, kv0, kv1; r < p->tp_size; r++) { /* the largest share of the cache */
+            bt_share_kv(&sh, hp, r, &kv0, &kv1);
+            kv_heads = r == 0 || kv1 - kv0 > kv_heads ? kv1 - kv0 : kv_heads;
+        }
+    const uint64_t kv = bt_kv_cache_bytes(1, p->n_slots, n_ctx, kv_heads * hp->head_dim,
                                           cfg->kv_type);
-    for (int l = 0; l < hp->n_layer; l++)
-        layer_bytes[l] += kv;
+    for (int l = 0; l < hp->n_layer; l++) /* a stage's ranks on one node hold per_node shares */
+        layer_bytes[l] = (layer_bytes[l] + kv) * (uint64_t)per_node;
+    c.head_bytes *= (uint64_t)per_node;
     c.layer_bytes = layer_bytes;
     c.head_bytes += (uint64_t)p->logit_rows * (uint64_t)hp->n_vocab * sizeof(float);
     const uint64_t msg = bt_act_bytes(cfg->max_tok, hp->n_embd);
-    c.rank_bytes = every +
-                   bt_forward_buffer_bytes(hp, n_ctx, p->n_slots, cfg->max_tok, cfg->n_threads) +
-                   BT_TRANSPORT_SLOTS * ((msg + 63) / 64 * 64) +
-                   (uint64_t)(cfg->trace_events > 0 ? cfg->trace_events : 0) * sizeof(bt_event_t);
+    c.rank_bytes = (every +
+                    bt_forward_buffer_bytes(hp, n_ctx, p->n_slots, cfg->max_tok, cfg->n_threads) +
+                    BT_TRANSPORT_SLOTS * ((msg + 63) / 64 * 64) +
+                    (uint64_t)(cfg->trace_events > 0 ? cfg->trace_events : 0) *
+                        sizeof(bt_event_t)) * (uint64_t)per_node;
     char ctx[64];
     if (p->n_slots > 1)
         snprintf(ctx, sizeof ctx, "%d slots x %d positions", p->n_slots, n_ctx);
@@ -137,7 +147,7 @@ static void log_split(const bt_pipe_t *p, const bt_stage_costs_t *c, const bt_no
     for (int s = 0; s < p->n_stages; s++) {
         const double comp = bt_stage_compute(c, p->bounds, p->n_stages, s);
         bt_log_debug("stage %d (rank %d, node '%s'): layers %d-%d, %.1f M multiply-adds a token "
-                     "(%.1f%%), %.1f MiB", s, s, nd->name[nd->node[s]], p->bounds[s],
+                     "(%.1f%%), %.1f MiB", s, s * p->tp_size, nd->name[nd->node[s]], p->bounds[s],
                      p->bounds[s + 1] - 1, comp / 1e6, 100.0 * comp / total,
                      (double)bt_stage_bytes(c, p->bounds, p->n_stages, s) / 1048576.0);
     }
@@ -156,52 +166,93 @@ static void log_split(const bt_pipe_t *p, const bt_stage_costs_t *c, const bt_no
 }
 
 /* Rank 0 splits the layers by compute within every node's memory and
- * sends the bounds to all. */
+ * sends the bounds to all. A stage runs on its leader's node; the ranks of
+ * a stage on that node hold a share each (tensor parallelism). */
 static bt_status_t partition(bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx)
 {
-    const int S = p->n_stages;
-    node_info_t me = this_node(p->comm);
-    node_info_t *all = p->rank == 0 ? malloc(sizeof *all * (size_t)S) : NULL;
-    MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, p->comm);
+    const int S = p->n_stages, T = p->tp_size, W = p->world_size;
+    node_info_t me = this_node(p->world);
+    node_info_t *all = p->world_rank == 0 ? malloc(sizeof *all * (size_t)W) : NULL;
+    MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, p->world);
     bt_status_t st = BT_OK;
-    if (p->rank == 0) {
+    if (p->world_rank == 0) {
         const int n_layer = p->model->hp.n_layer;
         uint64_t *layer_bytes = malloc(sizeof *layer_bytes * (size_t)n_layer);
+        int *rank_node = malloc(sizeof *rank_node * (size_t)W);
         int *node = malloc(sizeof *node * (size_t)S);
-        uint64_t *avail = malloc(sizeof *avail * (size_t)S);
-        const char **names = malloc(sizeof *names * (size_t)S);
-        if (all == NULL || layer_bytes == NULL || node == NULL || avail == NULL || names == NULL) {
+        uint64_t *avail = malloc(sizeof *avail * (size_t)W);
+        const char **names = malloc(sizeof *names * (size_t)W);
+        if (all == NULL || layer_bytes == NULL || rank_node == NULL || node == NULL ||
+            avail == NULL || names == NULL) {
             st = BT_ERR_NOMEM;
         } else {
             bt_nodes_t nd = {0, node, avail, names};
-            for (int r = 0; r < S; r++) { /* nodes numbered in the order of their first rank */
-                node[r] = all[r].leader == r ? nd.n_nodes : node[all[r].leader];
+            for (int r = 0; r < W; r++) { /* nodes numbered in the order of their first rank */
+                rank_node[r] = all[r].leader == r ? nd.n_nodes : rank_node[all[r].leader];
                 if (all[r].leader == r) {
                     avail[nd.n_nodes] = all[r].avail;
                     names[nd.n_nodes++] = all[r].name;
                 }
             }
+            int per_node = 1; /* the most ranks of one stage on its leader's node */
+            for (int s = 0; s < S; s++) {
+                node[s] = rank_node[s * T];
+                int k = 0;
+                for (int t = 0; t < T; t++)
+                    k += rank_node[s * T + t] == node[s];
+                per_node = k > per_node ? k : per_node;
+            }
             char what[192];
-            bt_stage_costs_t c = stage_memory(p, cfg, n_ctx, layer_bytes, what, sizeof what);
+            bt_stage_costs_t c =
+                stage_memory(p, cfg, n_ctx, per_node, layer_bytes, what, sizeof what);
             st = bt_partition(n_layer, S, cfg->ratios, cfg->n_ratios, &c, &nd, p->bounds);
             if (st == BT_OK)
                 log_split(p, &c, &nd);
         }
         free(layer_bytes);
+        free(rank_node);
         free(node);
         free(avail);
         free(names);
         free(all);
     }
-    if ((st = bt_transport_agree(p->comm, st)))
+    if ((st = bt_transport_agree(p->world, st)))
         return st;
-    MPI_Bcast(p->bounds, p->n_stages + 1, MPI_INT, 0, p->comm);
+    MPI_Bcast(p->bounds, p->n_stages + 1, MPI_INT, 0, p->world);
+    return BT_OK;
+}
+
+/* The layout: T tensor ranks per stage (stage s is ranks s*T .. s*T + T -
+ * 1), a pipeline communicator per tensor index and a communicator per
+ * stage. Every rank refuses a T that does not divide the rank count. */
+static bt_status_t layout(bt_pipe_t *p, const bt_pipe_config_t *cfg)
+{
+    const int T = cfg->tp > 0 ? cfg->tp : 1;
+    if (T > BT_TP_MAX || p->world_size % T != 0) {
+        bt_log_error("tensor parallelism: -tp %d does not divide the %d ranks into stages of %d "
+                     "tensor ranks (at most %d)", T, p->world_size, T, BT_TP_MAX);
+        return BT_ERR_ARG;
+    }
+    p->tp_size = T;
+    p->tp_rank = p->world_rank % T;
+    p->follower = p->tp_rank > 0;
+    p->rank = p->world_rank / T;
+    p->n_stages = p->world_size / T;
+    p->comm = p->world;
+    p->tp_comm = MPI_COMM_NULL;
+    if (T > 1) {
+        BT_MPI_CHECK(MPI_Comm_split(p->world, p->tp_rank, p->rank, &p->comm));
+        BT_MPI_CHECK(MPI_Comm_split(p->world, p->rank, p->tp_rank, &p->tp_comm));
+    }
     return BT_OK;
 }
 
 bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cfg)
 {
-    *p = (bt_pipe_t){.comm = comm,
+    *p = (bt_pipe_t){.world = comm,
+                     .comm = MPI_COMM_NULL,
+                     .tp_comm = MPI_COMM_NULL,
+                     .tp_size = 1,
                      .max_tok = cfg->max_tok,
                      .n_slots = cfg->n_slots > 0 ? cfg->n_slots : 1,
                      .all_logits = cfg->all_logits,
@@ -209,10 +260,8 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
     /* logits rows at once: a micro-batch's rows that need them (at most one
      * per sequence unless every row's are kept) */
     p->logit_rows = cfg->all_logits || p->n_slots > cfg->max_tok ? cfg->max_tok : p->n_slots;
-    MPI_Comm_rank(comm, &p->rank);
-    MPI_Comm_size(comm, &p->n_stages);
-    p->first = p->rank == 0;
-    p->last = p->rank == p->n_stages - 1;
+    MPI_Comm_rank(comm, &p->world_rank);
+    MPI_Comm_size(comm, &p->world_size);
     bt_log_capture(1);
 
     /* the kernels' instruction set (BATON_ISA) and BATON_MEM_AVAILABLE, per node: all
@@ -224,34 +273,43 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
         bt_log_error("%s", why);
         st = BT_ERR_ARG;
     }
-    if ((st = bt_transport_agree(p->comm, st)))
+    if ((st = bt_transport_agree(comm, st)) || (st = bt_transport_agree(comm, layout(p, cfg))))
         goto fail;
+    p->first = p->rank == 0;
+    p->last = p->rank == p->n_stages - 1;
     st = bt_model_open(cfg->model_path, &p->model);
-    if ((st = bt_transport_agree(p->comm, st)))
+    if ((st = bt_transport_agree(comm, st)))
         goto fail;
     p->file_size = p->model->gguf->file_size;
     p->header_hash = bt_gguf_header_hash(p->model->gguf);
-    if ((st = bt_transport_agree(p->comm, check_same_model(p))))
+    if ((st = bt_transport_agree(comm, check_same_model(p))))
+        goto fail;
+    bt_share_t share;
+    if ((st = bt_transport_agree(comm, bt_share_init(&p->model->hp, p->tp_rank, p->tp_size,
+                                                     &share))))
         goto fail;
 
     p->bounds = malloc(sizeof(int) * (size_t)(p->n_stages + 1));
     const int train = p->model->hp.n_ctx_train;
     const int n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : train < BT_DEFAULT_CTX ? train : BT_DEFAULT_CTX;
-    if ((st = bt_transport_agree(p->comm, p->bounds ? BT_OK : BT_ERR_NOMEM)) ||
+    if ((st = bt_transport_agree(comm, p->bounds ? BT_OK : BT_ERR_NOMEM)) ||
         (st = partition(p, cfg, n_ctx)))
         goto fail;
 
-    st = bt_model_bind(p->model, p->bounds[p->rank], p->bounds[p->rank + 1], p->first, p->last);
-    if ((st = bt_transport_agree(p->comm, st)))
+    st = bt_model_bind(p->model, p->bounds[p->rank], p->bounds[p->rank + 1],
+                       p->first && !p->follower, p->last);
+    if (st == BT_OK && p->tp_size > 1)
+        st = bt_model_shard(p->model, &share);
+    if ((st = bt_transport_agree(comm, st)))
         goto fail;
     st = bt_model_place_weights(p->model, !cfg->no_mmap);
     if (st == BT_OK && cfg->ops == &bt_ops_cpu)
         st = bt_model_pack(p->model);
-    if ((st = bt_transport_agree(p->comm, st)))
+    if ((st = bt_transport_agree(comm, st)))
         goto fail;
     st = bt_forward_init(p->model, cfg->ops, n_ctx, p->n_slots, cfg->max_tok, cfg->n_threads,
                          cfg->kv_type, &p->fwd);
-    if (st == BT_OK && p->last) {
+    if (st == BT_OK && p->last && !p->follower) {
         size_t rows = (size_t)p->logit_rows;
         p->logits = malloc(rows * (size_t)p->model->hp.n_vocab * sizeof(float));
         if (p->logits == NULL) {
@@ -265,11 +323,15 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
         p->tracing = st == BT_OK;
     }
     if (st == BT_OK)
-        st = bt_transport_init(&p->tr, comm, cfg->max_tok, p->model->hp.n_embd,
+        st = bt_tensor_init(&p->tensor, p->tp_comm, p->fwd, p->last ? p->logit_rows : 0,
+                            p->tracing ? &p->trace : NULL);
+    if (st == BT_OK && !p->follower)
+        st = bt_transport_init(&p->tr, p->comm, cfg->max_tok, p->model->hp.n_embd,
                                p->tracing ? &p->trace : NULL);
-    if ((st = bt_transport_agree(p->comm, st)))
+    if ((st = bt_transport_agree(comm, st)))
         goto fail;
-    bt_forward_set_progress(p->fwd, progress_cb, &p->tr);
+    if (!p->follower)
+        bt_forward_set_progress(p->fwd, progress_cb, &p->tr);
     bt_log_capture(0);
 
     return BT_OK;
@@ -283,12 +345,17 @@ fail:
 void bt_pipe_free(bt_pipe_t *p)
 {
     bt_transport_free(&p->tr);
+    bt_tensor_free(&p->tensor);
     if (p->tracing)
         bt_trace_free(&p->trace);
     free(p->logits);
     bt_forward_free(p->fwd);
     bt_model_free(p->model);
     free(p->bounds);
+    if (p->tp_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&p->tp_comm);
+    if (p->comm != MPI_COMM_NULL && p->comm != p->world)
+        MPI_Comm_free(&p->comm);
     *p = (bt_pipe_t){0};
 }
 
@@ -312,15 +379,15 @@ static bt_status_t head(bt_pipe_t *p, const float *x, int nt, int pos, bool fina
     const float *last_row;
     bt_status_t st = BT_OK;
     if (p->all_logits) {
-        bt_forward_head(p->fwd, x, nt, p->logits);
-        if (on_logits != NULL)
+        st = bt_tensor_head(&p->tensor, x, NULL, nt, p->logits);
+        if (st == BT_OK && on_logits != NULL)
             st = on_logits(arg, p->logits, nt, pos);
         last_row = p->logits + (size_t)(nt - 1) * n_vocab;
     } else {
         if (!final)
             return BT_OK;
-        bt_forward_head(p->fwd, x + (size_t)(nt - 1) * n_embd, 1, p->logits);
-        if (on_logits != NULL)
+        st = bt_tensor_head(&p->tensor, x + (size_t)(nt - 1) * n_embd, NULL, 1, p->logits);
+        if (st == BT_OK && on_logits != NULL)
             st = on_logits(arg, p->logits, 1, pos + nt - 1);
         last_row = p->logits;
     }
@@ -373,7 +440,8 @@ static bt_status_t run(bt_pipe_t *p, const int32_t *tokens, int n_tokens, int po
         double t0 = bt_trace_now(p->tr.trace);
         if (p->first && (st = bt_forward_embed(p->fwd, tokens + mb * ubatch, nt, x)))
             break;
-        if ((st = bt_forward_rows(p->fwd, x, bt_transport_rows(t, slot), nt)))
+        p->tensor.mb = mb;
+        if ((st = bt_tensor_layers(&p->tensor, x, bt_transport_rows(t, slot), nt)))
             break;
         if (p->last)
             st = head(p, x, nt, pos, mb == n_mb - 1, on_logits, arg, &token);
@@ -413,13 +481,19 @@ bt_status_t bt_pipe_prefill(bt_pipe_t *p, const int32_t *tokens, int n_tokens, i
                             int ubatch, bt_pipe_mode_t mode, bt_logits_fn on_logits, void *arg,
                             int32_t *next)
 {
-    return run(p, tokens, n_tokens, pos0, ubatch, mode, on_logits, arg, next, NULL);
+    if (p->follower)
+        return bt_tensor_follow(&p->tensor);
+    return bt_tensor_end(&p->tensor,
+                         run(p, tokens, n_tokens, pos0, ubatch, mode, on_logits, arg, next, NULL));
 }
 
 bt_status_t bt_pipe_decode(bt_pipe_t *p, int32_t token, int pos, bt_logits_fn on_logits,
                            void *arg, int32_t *next)
 {
-    return run(p, &token, 1, pos, 1, BT_PIPE_GPIPE, on_logits, arg, next, NULL);
+    if (p->follower)
+        return bt_tensor_follow(&p->tensor);
+    return bt_tensor_end(&p->tensor,
+                         run(p, &token, 1, pos, 1, BT_PIPE_GPIPE, on_logits, arg, next, NULL));
 }
 
 bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_steps,
@@ -428,7 +502,9 @@ bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_step
 {
     bt_status_t st = BT_OK;
     int steps = 0;
-    if (p->first) {
+    if (p->follower) {
+        st = bt_tensor_follow(&p->tensor);
+    } else if (p->first) {
         int32_t tok = first;
         bool more = on_token(arg, tok);
         while (more && steps < max_steps && st == BT_OK) {
@@ -447,12 +523,12 @@ bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_step
     }
     if (n_steps != NULL)
         *n_steps = steps;
-    return st;
+    return p->follower ? st : bt_tensor_end(&p->tensor, st);
 }
 
 bt_status_t bt_pipe_bcast(bt_pipe_t *p, void *buf, int bytes)
 {
-    BT_MPI_CHECK(MPI_Bcast(buf, bytes, MPI_BYTE, 0, p->comm));
+    BT_MPI_CHECK(MPI_Bcast(buf, bytes, MPI_BYTE, 0, p->world));
     return BT_OK;
 }
 
@@ -473,51 +549,68 @@ int bt_default_threads(MPI_Comm comm)
 
 void bt_pipe_trace_start(bt_pipe_t *p)
 {
-    MPI_Barrier(p->comm);
+    MPI_Barrier(p->world);
     if (p->tracing)
         bt_trace_start(&p->trace);
+}
+
+/* Seconds of rank r's n events in gathers between tensor ranks. */
+static double gather_seconds(const bt_event_t *ev, int n)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        sum += ev[i].kind == BT_EV_COLLECTIVE ? ev[i].t1 - ev[i].t0 : 0.0;
+    return sum;
 }
 
 bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb, bool print)
 {
     if (!p->tracing)
         return BT_OK;
-    const int S = p->n_stages;
+    const int S = p->n_stages, T = p->tp_size, W = p->world_size;
+    const bool root = p->world_rank == 0;
     int n = p->trace.n;
-    int *counts = p->rank == 0 ? malloc(sizeof(int) * (size_t)S) : NULL;
-    int *displs = p->rank == 0 ? malloc(sizeof(int) * (size_t)S) : NULL;
-    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, p->comm);
+    int *counts = root ? malloc(sizeof(int) * (size_t)W) : NULL;
+    int *displs = root ? malloc(sizeof(int) * (size_t)W) : NULL;
+    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, p->world);
     int total = 0;
-    if (p->rank == 0)
-        for (int r = 0; r < S; r++) {
+    if (root)
+        for (int r = 0; r < W; r++) {
             displs[r] = total * (int)sizeof(bt_event_t);
             total += counts[r];
         }
-    bt_event_t *all = p->rank == 0 ? malloc(sizeof(bt_event_t) * (size_t)(total ? total : 1))
-                                   : NULL;
-    int *byte_counts = p->rank == 0 ? malloc(sizeof(int) * (size_t)S) : NULL;
-    if (p->rank == 0)
-        for (int r = 0; r < S; r++)
+    bt_event_t *all = root ? malloc(sizeof(bt_event_t) * (size_t)(total ? total : 1)) : NULL;
+    int *byte_counts = root ? malloc(sizeof(int) * (size_t)W) : NULL;
+    if (root)
+        for (int r = 0; r < W; r++)
             byte_counts[r] = counts[r] * (int)sizeof(bt_event_t);
     MPI_Gatherv(p->trace.ev, n * (int)sizeof(bt_event_t), MPI_BYTE, all, byte_counts, displs,
-                MPI_BYTE, 0, p->comm);
+                MPI_BYTE, 0, p->world);
     bt_status_t st = BT_OK;
-    bt_trace_stats_t *stage = p->rank == 0 ? malloc(sizeof *stage * (size_t)S) : NULL;
-    if (p->rank == 0) {
+    bt_trace_stats_t *stage = root ? malloc(sizeof *stage * (size_t)W) : NULL;
+    if (root) {
         double span = 0, bubble = 0;
-        st = stage != NULL ? bt_trace_summary(all, counts, S, stage, &span, &bubble)
+        st = stage != NULL ? bt_trace_summary(all, counts, W, stage, &span, &bubble)
                            : BT_ERR_NOMEM;
-        for (int r = 0; print && st == BT_OK && r < S; r++)
-            bt_log_info("stage %d: busy %5.1f%%  wait %5.1f%%  (%d events)", r,
-                        span > 0 ? 100 * stage[r].busy / span : 0,
-                        span > 0 ? 100 * stage[r].wait / span : 0, counts[r]);
+        for (int r = 0; print && st == BT_OK && r < W; r++) {
+            const double pc = span > 0 ? 100 / span : 0;
+            if (T == 1)
+                bt_log_info("stage %d: busy %5.1f%%  wait %5.1f%%  (%d events)", r,
+                            pc * stage[r].busy, pc * stage[r].wait, counts[r]);
+            else
+                bt_log_info("stage %d rank %d: busy %5.1f%% (gathers %4.1f%%)  wait %5.1f%%  "
+                            "(%d events)", r / T, r % T, pc * stage[r].busy,
+                            pc * gather_seconds(all + displs[r] / (int)sizeof(bt_event_t),
+                                                counts[r]),
+                            pc * stage[r].wait, counts[r]);
+        }
         if (print && st == BT_OK)
             bt_log_info("bubble: measured %.1f%% (idle share of stage time over %.3f s), "
                         "ideal (S-1)/(M+S-1) = %.1f%% for S=%d, M=%d",
                         100 * bubble, span,
                         n_mb + S - 1 > 0 ? 100.0 * (S - 1) / (n_mb + S - 1) : 0.0, S, n_mb);
         if (path != NULL && st == BT_OK)
-            st = bt_trace_write_json(path, all, counts, S);
+            st = bt_trace_write_json(path, all, counts, W);
     }
     free(stage);
     free(byte_counts);
@@ -525,7 +618,7 @@ bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb, bool 
     free(displs);
     free(counts);
     int code = (int)st;
-    MPI_Bcast(&code, 1, MPI_INT, 0, p->comm);
+    MPI_Bcast(&code, 1, MPI_INT, 0, p->world);
     return (bt_status_t)code;
 }
 
@@ -551,13 +644,20 @@ void bt_pipe_report_memory(bt_pipe_t *p)
     getrusage(RUSAGE_SELF, &ru);
     double mine[3] = {(double)p->model->weight_bytes, (double)p->model->packed_bytes,
                       (double)ru.ru_maxrss * 1024.0};
-    double *all = p->rank == 0 ? malloc(sizeof mine * (size_t)p->n_stages) : NULL;
-    MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, p->comm);
-    if (p->rank == 0) {
-        for (int r = 0; r < p->n_stages; r++)
-            bt_log_info("rank %d: layers %d-%d, weights %.1f MiB (%.1f MiB packed), peak RSS "
-                        "%.1f MiB", r, p->bounds[r], p->bounds[r + 1] - 1, all[3 * r] / 1048576.0,
-                        all[3 * r + 1] / 1048576.0, all[3 * r + 2] / 1048576.0);
+    double *all = p->world_rank == 0 ? malloc(sizeof mine * (size_t)p->world_size) : NULL;
+    MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, p->world);
+    if (p->world_rank == 0) {
+        for (int r = 0; r < p->world_size; r++) {
+            const int s = r / p->tp_size;
+            char share[48] = "";
+            if (p->tp_size > 1)
+                snprintf(share, sizeof share, " (tensor rank %d of %d)", r % p->tp_size,
+                         p->tp_size);
+            bt_log_info("rank %d: layers %d-%d%s, weights %.1f MiB (%.1f MiB packed), peak RSS "
+                        "%.1f MiB", r, p->bounds[s], p->bounds[s + 1] - 1, share,
+                        all[3 * r] / 1048576.0, all[3 * r + 1] / 1048576.0,
+                        all[3 * r + 2] / 1048576.0);
+        }
         free(all);
     }
 }

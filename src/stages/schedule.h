@@ -1,5 +1,7 @@
 /*
- * schedule.h: a llama model as a pipeline of stages, one per MPI rank.
+ * schedule.h: a llama model as a pipeline of stages, each of one MPI rank
+ * or, with tensor parallelism (-tp T), of T ranks that split its layers
+ * (tensor.h): stage s is ranks s*T .. s*T + T - 1 of the communicator.
  *
  * bt_pipe_init() opens the model on every rank, checks that all ranks
  * opened the same file (size and header hash), splits the layers
@@ -18,6 +20,9 @@
  * Decode (bt_pipe_decode): one token through all stages; the last stage
  * samples and sends the token id back to rank 0 (the ring).
  * A single rank runs the same code; its sends and receives are no-ops.
+ * Every rank calls every function here; on a tensor-parallel stage the
+ * leader runs the schedule and its followers compute as it says, returning
+ * its status.
  * Both schedules give bitwise identical logits (docs/design.md, invariant 1).
  */
 #ifndef BT_STAGES_SCHEDULE_H
@@ -30,6 +35,7 @@
 #include "forward.h"
 #include "model.h"
 #include "sampler.h"
+#include "stages/tensor.h"
 #include "stages/trace.h"
 #include "stages/transport.h"
 
@@ -57,6 +63,8 @@ typedef struct bt_pipe_config {
     bool no_mmap;         /* read the bound weights into memory instead of mapping them */
     uint32_t kv_type;     /* KV cache elements: BT_TYPE_F32 (0, the default) or BT_TYPE_F16 */
     int n_slots;          /* sequences the KV cache holds (--parallel; 0: 1), n_ctx each */
+    int tp;               /* tensor ranks per stage (-tp; 0 or 1: none): the communicator's
+                           * size must be a multiple; stage s is ranks s*tp .. s*tp + tp - 1 */
 } bt_pipe_config_t;
 
 /* Called on the last stage with logits rows [n_rows, n_vocab] for the
@@ -64,9 +72,15 @@ typedef struct bt_pipe_config {
 typedef bt_status_t (*bt_logits_fn)(void *arg, const float *rows, int n_rows, int pos0);
 
 typedef struct bt_pipe {
-    MPI_Comm comm;
-    int rank, n_stages;
+    MPI_Comm world;      /* every rank of the run (the communicator bt_pipe_init got) */
+    int world_rank, world_size;
+    MPI_Comm comm;       /* the pipeline: the stages' ranks of this tensor index, rank = stage */
+    int rank, n_stages;  /* this rank's stage and the stage count */
     bool first, last;
+    int tp_rank, tp_size; /* this rank's index in its stage, and ranks per stage */
+    bool follower;       /* tp_rank > 0: computes its shares as the stage's leader says */
+    MPI_Comm tp_comm;    /* the stage's ranks (MPI_COMM_NULL with tp_size 1) */
+    bt_tensor_t tensor;
     int *bounds;         /* [n_stages + 1] layer bounds */
     bt_model_t *model;
     bt_forward_t *fwd;

@@ -84,7 +84,7 @@ static bt_status_t last_rows(bt_pipe_t *p, last_stage_t *ls, const bt_row_t *row
     }
     for (int c = 0; c < n_idx && st == BT_OK; c += p->logit_rows) {
         const int nc = n_idx - c < p->logit_rows ? n_idx - c : p->logit_rows;
-        bt_forward_head_rows(p->fwd, x, ls->idx + c, nc, p->logits);
+        st = bt_tensor_head(&p->tensor, x, ls->idx + c, nc, p->logits);
         for (int i = 0; i < nc && st == BT_OK; i++) {
             const bt_row_t *w = &rows[ls->idx[c + i]];
             const float *row = p->logits + (size_t)i * n_vocab;
@@ -386,8 +386,9 @@ static bt_status_t send_mb(sched_t *sc, int n)
     float *x = bt_transport_payload(t, slot);
     const double t0 = bt_trace_now(t->trace);
     bt_status_t st = bt_forward_embed(p->fwd, sc->tokens, n, x);
+    p->tensor.mb = sc->mb_sent;
     if (st == BT_OK)
-        st = bt_forward_rows(p->fwd, x, rows, n);
+        st = bt_tensor_layers(&p->tensor, x, rows, n);
     int n_ids = 0;
     if (st == BT_OK && p->last)
         st = last_rows(p, sc->ls, rows, n, x, sc->h, &n_ids);
@@ -501,7 +502,8 @@ static bt_status_t follow(bt_pipe_t *p, last_stage_t *ls, const bt_serve_hooks_t
         const bt_row_t *rows = bt_transport_rows(t, slot);
         float *x = bt_transport_payload(t, slot);
         const double t0 = bt_trace_now(t->trace);
-        st = bt_forward_rows(p->fwd, x, rows, n);
+        p->tensor.mb = mb;
+        st = bt_tensor_layers(&p->tensor, x, rows, n);
         int n_ids = 0;
         if (st == BT_OK && p->last)
             st = last_rows(p, ls, rows, n, x, h, &n_ids);
@@ -530,6 +532,8 @@ bt_status_t bt_pipe_serve(bt_pipe_t *p, const bt_serve_config_t *cfg,
                      cfg->n_groups);
         return BT_ERR_ARG;
     }
+    if (p->follower)
+        return bt_tensor_follow(&p->tensor);
     last_stage_t ls = {0};
     bt_status_t st = p->last ? last_stage_init(&ls, p) : BT_OK;
     if (st == BT_OK && p->first) {
@@ -545,5 +549,5 @@ bt_status_t bt_pipe_serve(bt_pipe_t *p, const bt_serve_config_t *cfg,
     }
     if (p->last)
         last_stage_free(&ls, p->n_slots);
-    return st;
+    return bt_tensor_end(&p->tensor, st);
 }

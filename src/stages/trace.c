@@ -58,6 +58,7 @@ const char *bt_event_name(int kind)
 {
     static const char *const names[BT_EV_KIND_COUNT] = {
         "compute", "recv wait", "send wait", "send posted", "send done", "token wait",
+        "collective",
     };
     return kind >= 0 && kind < BT_EV_KIND_COUNT ? names[kind] : "?";
 }

@@ -21,6 +21,7 @@ typedef enum bt_event_kind {
     BT_EV_SEND_POSTED,  /* instant: MPI_Isend posted */
     BT_EV_SEND_DONE,    /* instant: send request completed (seen by a test/wait) */
     BT_EV_TOKEN_WAIT,   /* rank 0 blocked on the token ring / done signal */
+    BT_EV_COLLECTIVE,   /* a tensor-parallel gather between a stage's ranks (inside compute) */
     BT_EV_KIND_COUNT
 } bt_event_kind_t;
 

@@ -36,6 +36,7 @@ typedef enum bt_tag {
     BT_TAG_PROBE = 103, /* link probe ping-pong */
     BT_TAG_SEQ = 104,   /* serve: a new sequence's sampler, rank 0 -> last stage */
     BT_TAG_IDS = 105,   /* serve: a micro-batch's chosen ids, last stage -> rank 0 */
+    BT_TAG_TP_LOGITS = 106, /* a tensor rank's vocabulary share of logits -> its stage's leader */
 } bt_tag_t;
 
 typedef struct bt_act_header {

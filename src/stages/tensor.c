@@ -1,0 +1,234 @@
+/* tensor.c: a tensor-parallel stage's commands and gathers (tensor.h). */
+#include "stages/tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/transport.h"
+
+/* What the leader asks of its followers. */
+typedef enum bt_tp_op {
+    BT_TP_LAYERS = 1, /* rows and activations follow: run the layers */
+    BT_TP_HEAD = 2,   /* activations follow: compute this rank's logits */
+    BT_TP_END = 3,    /* the call ended with status */
+} bt_tp_op_t;
+
+typedef struct tp_cmd {
+    int32_t op, n, status, pad;
+} tp_cmd_t;
+
+/* ---- the gathers a layer calls (bt_gather_t) ---- */
+
+static double now(void) { return MPI_Wtime(); }
+
+static void count(bt_tensor_t *t, double t0, size_t floats)
+{
+    t->n_gathers++;
+    t->gather_floats += floats;
+    t->gather_seconds += now() - t0;
+}
+
+static bt_status_t gather_cols(void *ctx, float *out, const float *mine, int n_rows, const int *at,
+                               int unit)
+{
+    bt_tensor_t *t = ctx;
+    const double t0 = now(), tr0 = bt_trace_now(t->trace);
+    const size_t width = (size_t)at[t->size] * (size_t)unit;
+    for (int r = 0; r < t->size; r++) {
+        t->counts[r] = n_rows * (at[r + 1] - at[r]) * unit;
+        t->displs[r] = n_rows * at[r] * unit;
+    }
+    /* one row: the blocks side by side are the row itself */
+    float *dst = n_rows == 1 ? out : t->staging;
+    BT_MPI_CHECK(MPI_Allgatherv(mine, t->counts[t->rank], MPI_FLOAT, dst, t->counts, t->displs,
+                                MPI_FLOAT, t->comm));
+    if (n_rows > 1)
+        for (int r = 0; r < t->size; r++) {
+            const size_t w = (size_t)(at[r + 1] - at[r]) * unit, col = (size_t)at[r] * unit;
+            for (int i = 0; i < n_rows; i++)
+                memcpy(out + (size_t)i * width + col, t->staging + t->displs[r] + i * w,
+                       w * sizeof(float));
+        }
+    bt_trace_span(t->trace, BT_EV_COLLECTIVE, t->mb, tr0);
+    count(t, t0, (size_t)n_rows * width - (size_t)t->counts[t->rank]);
+    return BT_OK;
+}
+
+static bt_status_t gather_runs(void *ctx, float *buf, const int *at, int unit)
+{
+    bt_tensor_t *t = ctx;
+    const double t0 = now(), tr0 = bt_trace_now(t->trace);
+    for (int r = 0; r < t->size; r++) {
+        t->counts[r] = (at[r + 1] - at[r]) * unit;
+        t->displs[r] = at[r] * unit;
+    }
+    BT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, t->counts, t->displs,
+                                MPI_FLOAT, t->comm));
+    bt_trace_span(t->trace, BT_EV_COLLECTIVE, t->mb, tr0);
+    count(t, t0, (size_t)(at[t->size] - at[0]) * unit - (size_t)t->counts[t->rank]);
+    return BT_OK;
+}
+
+/* ---- setup ---- */
+
+bt_status_t bt_tensor_init(bt_tensor_t *t, MPI_Comm comm, bt_forward_t *f, int logit_rows,
+                           bt_trace_t *trace)
+{
+    const bt_model_t *m = f->m;
+    const bt_hparams_t *hp = &m->hp;
+    *t = (bt_tensor_t){.comm = comm, .size = 1, .fwd = f, .n_embd = hp->n_embd,
+                       .max_tok = f->max_tok, .trace = trace};
+    if (comm == MPI_COMM_NULL)
+        return BT_OK;
+    MPI_Comm_rank(comm, &t->rank);
+    MPI_Comm_size(comm, &t->size);
+    const size_t mt = (size_t)f->max_tok;
+    size_t widest = (size_t)hp->n_head * hp->head_dim;
+    widest = (size_t)hp->n_embd > widest ? (size_t)hp->n_embd : widest;
+    widest = (size_t)hp->n_ff > widest ? (size_t)hp->n_ff : widest;
+    t->staging_floats = mt * widest;
+    t->staging = malloc(t->staging_floats * sizeof(float));
+    t->x = malloc(mt * (size_t)hp->n_embd * sizeof(float));
+    t->rows = malloc(mt * sizeof *t->rows);
+    t->counts = malloc((size_t)t->size * sizeof(int));
+    t->displs = malloc((size_t)t->size * sizeof(int));
+    t->logit_rows = logit_rows;
+    if (logit_rows > 0)
+        t->logits = malloc((size_t)logit_rows * (size_t)m->output.n_out * sizeof(float));
+    if (!t->staging || !t->x || !t->rows || !t->counts || !t->displs ||
+        (logit_rows > 0 && !t->logits)) {
+        bt_log_error("tensor parallelism: cannot allocate the gather buffers (%zu floats)",
+                     t->staging_floats + mt * (size_t)hp->n_embd);
+        bt_tensor_free(t);
+        return BT_ERR_NOMEM;
+    }
+    const bt_gather_t g = {gather_cols, gather_runs, t};
+    bt_forward_set_gather(f, &g);
+    return BT_OK;
+}
+
+void bt_tensor_free(bt_tensor_t *t)
+{
+    free(t->logits);
+    free(t->displs);
+    free(t->counts);
+    free(t->rows);
+    free(t->x);
+    free(t->staging);
+    *t = (bt_tensor_t){.comm = MPI_COMM_NULL, .size = 1};
+}
+
+/* ---- leader and followers ---- */
+
+static bt_status_t send_cmd(bt_tensor_t *t, bt_tp_op_t op, int n, bt_status_t st)
+{
+    tp_cmd_t c = {op, n, st, 0};
+    BT_MPI_CHECK(MPI_Bcast(&c, 4, MPI_INT32_T, 0, t->comm));
+    return BT_OK;
+}
+
+bt_status_t bt_tensor_layers(bt_tensor_t *t, float *x, const bt_row_t *rows, int n)
+{
+    if (t->size > 1) {
+        bt_status_t st = send_cmd(t, BT_TP_LAYERS, n, BT_OK);
+        if (st != BT_OK)
+            return st;
+        BT_MPI_CHECK(MPI_Bcast((void *)rows, n * (int)sizeof *rows, MPI_BYTE, 0, t->comm));
+        BT_MPI_CHECK(MPI_Bcast(x, n * t->n_embd, MPI_FLOAT, 0, t->comm));
+    }
+    return bt_forward_rows(t->fwd, x, rows, n);
+}
+
+/* Every rank: this rank's logits of the n rows in t->x, sent to the leader
+ * unless this is the leader. */
+static bt_status_t own_logits(bt_tensor_t *t, int n)
+{
+    bt_forward_head(t->fwd, t->x, n, t->logits);
+    if (t->rank == 0)
+        return BT_OK;
+    const int64_t cols = t->fwd->m->output.n_out;
+    BT_MPI_CHECK(MPI_Send(t->logits, (int)(n * cols), MPI_FLOAT, 0, BT_TAG_TP_LOGITS, t->comm));
+    return BT_OK;
+}
+
+bt_status_t bt_tensor_head(bt_tensor_t *t, const float *x, const int *idx, int n, float *logits)
+{
+    bt_forward_t *f = t->fwd;
+    if (t->size == 1) {
+        if (idx != NULL)
+            bt_forward_head_rows(f, x, idx, n, logits);
+        else
+            bt_forward_head(f, x, n, logits);
+        return BT_OK;
+    }
+    if (n > t->logit_rows) {
+        bt_log_error("tensor parallelism: logits of %d rows asked, at most %d at once", n,
+                     t->logit_rows);
+        return BT_ERR_ARG;
+    }
+    const size_t e = (size_t)t->n_embd;
+    for (int i = 0; i < n; i++)
+        memcpy(t->x + i * e, x + (size_t)(idx != NULL ? idx[i] : i) * e, e * sizeof(float));
+    bt_status_t st = send_cmd(t, BT_TP_HEAD, n, BT_OK);
+    if (st != BT_OK)
+        return st;
+    BT_MPI_CHECK(MPI_Bcast(t->x, n * t->n_embd, MPI_FLOAT, 0, t->comm));
+    const bt_share_t *sh = &f->m->share;
+    const int n_vocab = f->m->hp.n_vocab;
+    MPI_Request req[BT_TP_MAX];
+    MPI_Datatype type[BT_TP_MAX];
+    for (int r = 1; r < t->size; r++) { /* rank r's columns of every row, straight in place */
+        MPI_Type_vector(n, sh->vocab[r + 1] - sh->vocab[r], n_vocab, MPI_FLOAT, &type[r]);
+        MPI_Type_commit(&type[r]);
+        BT_MPI_CHECK(MPI_Irecv(logits + sh->vocab[r], 1, type[r], r, BT_TAG_TP_LOGITS, t->comm,
+                               &req[r]));
+    }
+    st = own_logits(t, n);
+    const size_t mine = (size_t)(sh->vocab[1] - sh->vocab[0]);
+    for (int i = 0; i < n; i++)
+        memcpy(logits + (size_t)i * n_vocab, t->logits + i * mine, mine * sizeof(float));
+    const int rc = MPI_Waitall(t->size - 1, req + 1, MPI_STATUSES_IGNORE);
+    for (int r = 1; r < t->size; r++)
+        MPI_Type_free(&type[r]);
+    if (rc != MPI_SUCCESS)
+        return bt_mpi_error("MPI_Waitall (logits of the tensor ranks)", rc);
+    return st;
+}
+
+bt_status_t bt_tensor_end(bt_tensor_t *t, bt_status_t st)
+{
+    if (t->size == 1)
+        return st;
+    bt_status_t sent = send_cmd(t, BT_TP_END, 0, st);
+    return st != BT_OK ? st : sent;
+}
+
+bt_status_t bt_tensor_follow(bt_tensor_t *t)
+{
+    bt_status_t mine = BT_OK;
+    for (;;) {
+        tp_cmd_t c;
+        BT_MPI_CHECK(MPI_Bcast(&c, 4, MPI_INT32_T, 0, t->comm));
+        const double t0 = bt_trace_now(t->trace);
+        bt_status_t st = BT_OK;
+        switch (c.op) {
+        case BT_TP_LAYERS:
+            BT_MPI_CHECK(MPI_Bcast(t->rows, c.n * (int)sizeof *t->rows, MPI_BYTE, 0, t->comm));
+            BT_MPI_CHECK(MPI_Bcast(t->x, c.n * t->n_embd, MPI_FLOAT, 0, t->comm));
+            st = bt_forward_rows(t->fwd, t->x, t->rows, c.n);
+            break;
+        case BT_TP_HEAD:
+            BT_MPI_CHECK(MPI_Bcast(t->x, c.n * t->n_embd, MPI_FLOAT, 0, t->comm));
+            st = own_logits(t, c.n);
+            break;
+        case BT_TP_END:
+            return c.status != BT_OK ? (bt_status_t)c.status : mine;
+        default:
+            bt_log_error("tensor parallelism: unknown command %d from the stage's leader", c.op);
+            return BT_ERR_MPI;
+        }
+        bt_trace_span(t->trace, BT_EV_COMPUTE, t->mb++, t0);
+        if (mine == BT_OK)
+            mine = st;
+    }
+}
