@@ -338,10 +338,10 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         MPI_Abort(b->comm, 1);
     }
 
-    double times[4];
+    double times[5];
     bt_pipe_stage_times(&p, times);
     double *all_times = b->rank == 0 ? malloc(sizeof times * (size_t)b->size) : NULL;
-    MPI_Gather(times, 4, MPI_DOUBLE, all_times, 4, MPI_DOUBLE, 0, b->comm);
+    MPI_Gather(times, 5, MPI_DOUBLE, all_times, 5, MPI_DOUBLE, 0, b->comm);
     if (prm->trace_dir != NULL) {
         char path[1024];
         char npl[24] = ""; /* P = 1 keeps the names of before */
@@ -362,8 +362,9 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         for (int r = 0; r < reps && row->samples_ts; r++)
             row->samples_ts[r] = (double)t->parallel * n_tok / (ns[r] * 1e-9);
         for (int i = 0; i < b->size && row->stages; i++)
-            row->stages[i] = (bt_stage_time_t){all_times[4 * i], all_times[4 * i + 1],
-                                               all_times[4 * i + 2], all_times[4 * i + 3]};
+            row->stages[i] = (bt_stage_time_t){all_times[5 * i], all_times[5 * i + 1],
+                                               all_times[5 * i + 2], all_times[5 * i + 3],
+                                               all_times[5 * i + 4]};
         if (row->samples_ts == NULL || row->stages == NULL)
             st = BT_ERR_NOMEM;
         else

@@ -105,7 +105,7 @@ bt_status_t bt_parallel_run(bt_pipe_t *p, const bt_bench_test_t *t, const int32_
     };
     bt_serve_stats_t stats = {0};
     bt_status_t st = bt_pipe_serve(p, &cfg, &hooks, &stats);
-    if (st == BT_OK && p->rank == 0) {
+    if (st == BT_OK && p->world_rank == 0) {
         st = check_counts(&run, &stats);
         *n_mb = stats.n_mb;
     }

@@ -12,6 +12,7 @@
 
 typedef struct bt_stage_time {
     double busy, wait, send, recv; /* seconds over the measured repetitions */
+    double gather;                 /* of busy: in gathers between tensor ranks */
 } bt_stage_time_t;
 
 typedef struct bt_bench_row {

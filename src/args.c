@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 static bt_status_t parse_long(const char *flag, const char *s, long min, long max, long *out)
 {
@@ -102,5 +103,40 @@ bt_status_t bt_parse_ratios(const char *flag, const char *s, double **ratios, in
     }
     *ratios = r;
     *n = count;
+    return BT_OK;
+}
+
+bt_status_t bt_parse_split_mode(const char *flag, const char *s, int *out)
+{
+    if (strcmp(s, "layer") == 0 || strcmp(s, "tensor") == 0) {
+        *out = s[0] == 't';
+        return BT_OK;
+    }
+    bt_log_error("%s: '%s' is not one of layer, tensor", flag, s);
+    return BT_ERR_ARG;
+}
+
+bt_status_t bt_layout_tp(int split_tensor, int tp, int pipeline, int pipeline_given, int n_ranks,
+                         int *out)
+{
+    if (split_tensor && tp > 0 && tp != n_ranks) {
+        bt_log_error("-sm tensor makes all %d ranks one stage of %d tensor ranks, but -tp is %d "
+                     "(-sm layer -tp %d runs %d stages of %d)", n_ranks, n_ranks, tp, tp,
+                     tp > 0 && n_ranks % tp == 0 ? n_ranks / tp : 0, tp);
+        return BT_ERR_ARG;
+    }
+    if (split_tensor && pipeline && pipeline_given) {
+        bt_log_error("-sm tensor with --pipeline 1: the %d ranks form one stage, which has no "
+                     "pipeline to fill (use -sm layer -tp T for stages of T tensor ranks)",
+                     n_ranks);
+        return BT_ERR_ARG;
+    }
+    const int t = split_tensor ? n_ranks : tp > 0 ? tp : 1;
+    if (n_ranks % t != 0) {
+        bt_log_error("-tp %d does not divide the %d ranks into stages (np = stages x -tp)", t,
+                     n_ranks);
+        return BT_ERR_ARG;
+    }
+    *out = t;
     return BT_OK;
 }

@@ -27,4 +27,16 @@ bt_status_t bt_parse_int_list(const char *flag, const char *s, long min, long ma
  * checks the values. */
 bt_status_t bt_parse_ratios(const char *flag, const char *s, double **ratios, int *n);
 
+/* -sm, --split-mode (llama.cpp's flag): "layer" (0: stages of layers) or
+ * "tensor" (1: every rank one stage, splitting its tensors). */
+bt_status_t bt_parse_split_mode(const char *flag, const char *s, int *out);
+
+/* Tensor ranks per stage of a run on n_ranks ranks. -sm tensor: all of
+ * them (a -tp that says otherwise is refused, and so is an explicit
+ * --pipeline 1: one stage has no pipeline to fill); -sm layer: -tp T (tp 0,
+ * not given: 1), S = n_ranks / T stages, T must divide n_ranks. Logs one
+ * message with the numbers and returns BT_ERR_ARG on a bad layout. */
+bt_status_t bt_layout_tp(int split_tensor, int tp, int pipeline, int pipeline_given, int n_ranks,
+                         int *out);
+
 #endif /* BT_ARGS_H */

@@ -757,13 +757,14 @@ static bt_status_t open_pipe(batch_t *b)
         .all_logits = o->dump_prefix != NULL,
         .no_mmap = o->no_mmap,
         .kv_type = o->kv_type,
+        .tp = o->tp,
     };
     bt_status_t st = bt_pipe_init(&b->pipe, b->comm, &cfg);
     if (st != BT_OK)
         return st;
     b->n_vocab = b->pipe.model->hp.n_vocab;
     b->slot_ctx = b->pipe.fwd->n_ctx;
-    if (b->pipe.rank == 0) {
+    if (b->pipe.world_rank == 0) {
         char split[1024];
         bt_partition_str(b->pipe.bounds, b->pipe.n_stages, split, sizeof split);
         bt_log_info("%d stage%s: %s; --parallel %d slots of %d positions", b->pipe.n_stages,
@@ -802,9 +803,10 @@ int bt_batch_run(const bt_batch_options_t *o, MPI_Comm comm)
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     /* the files first: a bad one stops every rank before the model loads
-     * (rank s is stage s, so the last rank writes the dumps) */
+     * (stage s is ranks s*tp.., so the last stage's leader, rank size - tp, writes the
+     * dumps) */
     bt_status_t st = rank == 0 ? open_files(&b) : BT_OK;
-    if (st == BT_OK && rank == size - 1)
+    if (st == BT_OK && rank == size - (o->tp > 1 ? o->tp : 1))
         st = setup_last(&b);
     st = bt_transport_agree(comm, st);
     if (st == BT_OK && open_pipe(&b) != BT_OK)

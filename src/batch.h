@@ -37,6 +37,7 @@ typedef struct bt_batch_options {
     int n_ctx;               /* -c: context per slot; 0: the model's, at most 4096 */
     int ubatch;              /* -ub: rows per micro-batch */
     bool sync;               /* --pipeline 0: one micro-batch in flight at a time */
+    int tp;                  /* tensor ranks per stage (-tp, -sm tensor; 0 or 1: none) */
     int threads;
     const double *ratios;    /* -ts; NULL: balance the cost */
     int n_ratios;

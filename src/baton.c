@@ -34,6 +34,9 @@ typedef struct options {
     int n_predict;       /* -n; -1: not given */
     int n_ctx;           /* 0: default */
     int batch, ubatch, threads, pipeline;
+    int pipeline_given;
+    int split_tensor;    /* -sm tensor */
+    int tp;              /* -tp: tensor ranks per stage; 0: not given */
     int ubatch_given;    /* -ub given (else a batch job takes BT_BATCH_DEFAULT_UBATCH) */
     double *ratios;
     int n_ratios;
@@ -83,7 +86,11 @@ static void usage(FILE *f)
             "  -ub, --ubatch-size N      micro-batch: tokens per pipeline step (512; with\n"
             "                            --batch-file 64: prompt chunks that join decode steps)\n"
             "      --pipeline 0|1        1: GPipe prefill (default); 0: one micro-batch at a time\n"
-            "  -ts, --tensor-split R,R   layer proportions per rank (default: balance cost)\n"
+            "  -ts, --tensor-split R,R   layer proportions per stage (default: balance cost)\n"
+            "  -sm, --split-mode M       layer: stages of layers (default); tensor: all ranks one\n"
+            "                            stage that splits every layer's tensors (--pipeline 0)\n"
+            "  -tp, --tensor-parallel T  T tensor ranks per stage: np = stages x T; stage s is\n"
+            "                            ranks s*T .. s*T+T-1 (keep them on one node)\n"
             "  -t, --threads N           OpenMP threads per rank (default: cores / ranks per node)\n"
             "      --dump-logits FILE    raw little-endian f32 rows of n_vocab per position\n"
             "      --trace FILE.json     Chrome trace of every rank's micro-batches (Perfetto)\n"
@@ -108,6 +115,7 @@ enum {
     OPT_TOKENS = 256, OPT_DUMP, OPT_REF, OPT_UB, OPT_PIPELINE, OPT_TS, OPT_TRACE, OPT_CHAT,
     OPT_SYS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_PENALTY, OPT_LASTN, OPT_IDS,
     OPT_KERNELS, OPT_MMAP, OPT_NO_MMAP, OPT_KV_TYPE, OPT_BATCH, OPT_PARALLEL, OPT_GROUPS,
+    OPT_SM, OPT_TP,
 };
 
 /* llama.cpp's multi-letter single-dash flags, rewritten for getopt_long. */
@@ -115,6 +123,7 @@ static void normalize_argv(int argc, char **argv)
 {
     static const char *const map[][2] = {
         {"-ub", "--ubatch-size"}, {"-ts", "--tensor-split"}, {"-sys", "--system-prompt"},
+        {"-sm", "--split-mode"}, {"-tp", "--tensor-parallel"},
     };
     for (int i = 1; i < argc; i++)
         for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
@@ -134,7 +143,8 @@ static bt_status_t parse_float(const char *flag, const char *s, float *out)
     return BT_OK;
 }
 
-static bt_status_t parse_args(int argc, char **argv, int default_threads, options_t *o)
+static bt_status_t parse_args(int argc, char **argv, int default_threads, int n_ranks,
+                              options_t *o)
 {
     static const struct option longopts[] = {
         {"model", required_argument, 0, 'm'},
@@ -159,6 +169,8 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         {"ubatch", required_argument, 0, OPT_UB},
         {"pipeline", required_argument, 0, OPT_PIPELINE},
         {"tensor-split", required_argument, 0, OPT_TS},
+        {"split-mode", required_argument, 0, OPT_SM},
+        {"tensor-parallel", required_argument, 0, OPT_TP},
         {"threads", required_argument, 0, 't'},
         {"dump-logits", required_argument, 0, OPT_DUMP},
         {"trace", required_argument, 0, OPT_TRACE},
@@ -212,7 +224,12 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
             st = bt_parse_int("-ub", optarg, 1, 1 << 20, &o->ubatch);
             o->ubatch_given = 1;
             break;
-        case OPT_PIPELINE: st = bt_parse_int("--pipeline", optarg, 0, 1, &o->pipeline); break;
+        case OPT_PIPELINE:
+            st = bt_parse_int("--pipeline", optarg, 0, 1, &o->pipeline);
+            o->pipeline_given = 1;
+            break;
+        case OPT_SM: st = bt_parse_split_mode("-sm", optarg, &o->split_tensor); break;
+        case OPT_TP: st = bt_parse_int("-tp", optarg, 1, BT_TP_MAX, &o->tp); break;
         case OPT_TS:
             free(o->ratios);
             o->ratios = NULL;
@@ -275,6 +292,11 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, option
         bad = "-sys needs --chat";
     else if (o->dump_logits != NULL && o->interactive)
         bad = "--dump-logits cannot be combined with -i";
+    if (bad == NULL && bt_layout_tp(o->split_tensor, o->tp, o->pipeline, o->pipeline_given,
+                                    n_ranks, &o->tp) != BT_OK)
+        bad = "";
+    else if (o->split_tensor)
+        o->pipeline = 0; /* one stage */
     if (bad == NULL && o->ubatch > o->batch) {
         bt_log_error("-ub %d is larger than -b %d", o->ubatch, o->batch);
         bad = "";
@@ -384,7 +406,7 @@ static bt_status_t turn(run_state_t *r, const int32_t *ids, int n, int n_limit)
     const bt_pipe_mode_t mode = o->pipeline ? BT_PIPE_GPIPE : BT_PIPE_SYNC;
     /* the last chosen token is not fed, so it needs no position */
     if (r->pos + n + (n_limit > 0 ? n_limit - 1 : 0) > p->fwd->n_ctx) {
-        if (p->rank == 0)
+        if (p->world_rank == 0)
             bt_log_error("the prompt (%d tokens) and %d more do not fit the context: %d of %d "
                          "positions used (raise --ctx-size)",
                          n, n_limit, r->pos, p->fwd->n_ctx);
@@ -436,7 +458,7 @@ static bt_status_t read_turn(run_state_t *r, char **msg)
 {
     long len = -1;
     char *line = NULL;
-    if (r->pipe.rank == 0) {
+    if (r->pipe.world_rank == 0) {
         size_t cap = 0;
         fputs("\n> ", stdout);
         fflush(stdout);
@@ -449,7 +471,7 @@ static bt_status_t read_turn(run_state_t *r, char **msg)
     }
     bt_status_t st = bt_pipe_bcast(&r->pipe, &len, sizeof len);
     if (st == BT_OK && len >= 0) {
-        if (r->pipe.rank != 0 && (line = malloc((size_t)len + 1)) != NULL)
+        if (r->pipe.world_rank != 0 && (line = malloc((size_t)len + 1)) != NULL)
             line[len] = '\0';
         st = line == NULL ? BT_ERR_NOMEM : bt_pipe_bcast(&r->pipe, line, (int)len);
     }
@@ -503,7 +525,7 @@ static bt_status_t run_text(run_state_t *r)
             }
         }
         if (st == BT_OK && n == 0) {
-            if (p->rank == 0)
+            if (p->world_rank == 0)
                 bt_log_error("the prompt is empty after tokenization");
             st = BT_ERR_ARG;
         }
@@ -514,7 +536,7 @@ static bt_status_t run_text(run_state_t *r)
         free(line);
         next_msg = NULL;
         first_turn = false;
-        if (p->rank == 0 && st == BT_OK) {
+        if (p->world_rank == 0 && st == BT_OK) {
             const char *rest;
             size_t len;
             bt_detok_flush(r->detok, &rest, &len);
@@ -561,8 +583,9 @@ static void print_results(const run_state_t *r)
                 "second)",
                 gt, r->n_decode, r->n_decode ? gt / r->n_decode : 0.0,
                 gt > 0 ? 1e3 * r->n_decode / gt : 0.0);
-    bt_log_info("%d rank%s x %d threads, -ub %d, pipeline %d, %s kernels (%s)", r->pipe.n_stages,
-                r->pipe.n_stages > 1 ? "s" : "", o->threads, o->ubatch, o->pipeline,
+    bt_log_info("%d stage%s x %d tensor rank%s x %d threads, -ub %d, pipeline %d, %s kernels (%s)",
+                r->pipe.n_stages, r->pipe.n_stages > 1 ? "s" : "", r->pipe.tp_size,
+                r->pipe.tp_size > 1 ? "s" : "", o->threads, o->ubatch, o->pipeline,
                 o->ops->name, o->ops == &bt_ops_ref ? "scalar" : bt_isa_name(bt_isa_active()));
 }
 
@@ -575,20 +598,20 @@ static bt_status_t prepare(run_state_t *r)
     const int n_vocab = p->model->hp.n_vocab;
     for (int i = 0; st == BT_OK && o->tokens && i < o->n_tokens; i++)
         if (o->tokens[i] >= n_vocab) {
-            if (p->rank == 0)
+            if (p->world_rank == 0)
                 bt_log_error("--tokens: id %d at index %d is outside the vocabulary (0..%d)",
                              o->tokens[i], i, n_vocab - 1);
             st = BT_ERR_ARG;
         }
     if (st == BT_OK && o->tokens == NULL && bt_tokenizer_kind(r->tok) == BT_TOKENIZER_NONE) {
-        if (p->rank == 0)
+        if (p->world_rank == 0)
             bt_log_error("%s has no tokenizer (tokenizer.ggml.model is 'none'): give the prompt "
                          "as --tokens ID,ID,...", o->model);
         st = BT_ERR_UNSUPPORTED;
     }
     r->chat = bt_chat_format(p->model->gguf);
     if (st == BT_OK && o->chat && r->chat == BT_CHAT_NONE) {
-        if (p->rank == 0)
+        if (p->world_rank == 0)
             bt_log_error("--chat: %s has no chat template baton knows (tokenizer.chat_template "
                          "absent or neither ChatML <|im_start|> nor Gemma <start_of_turn>, and "
                          "the architecture is not gemma3)", o->model);
@@ -600,15 +623,15 @@ static bt_status_t prepare(run_state_t *r)
         sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     if (st == BT_OK)
         st = bt_pipe_bcast(p, &sp.seed, sizeof sp.seed);
-    if (st == BT_OK && p->last)
+    if (st == BT_OK && p->last && !p->follower)
         st = bt_sampler_init(&sp, n_vocab, &r->sampler);
-    if (st == BT_OK && p->last && o->dump_logits != NULL &&
+    if (st == BT_OK && p->last && !p->follower && o->dump_logits != NULL &&
         (r->dump = fopen(o->dump_logits, "wb")) == NULL) {
         bt_log_error("--dump-logits: cannot create '%s'", o->dump_logits);
         st = BT_ERR_IO;
     }
     p->sampler = r->sampler;
-    if (p->rank == 0 && o->verbose)
+    if (p->world_rank == 0 && o->verbose)
         bt_log_info("sampling: temp %g, top-k %d, top-p %g, min-p %g, repeat penalty %g over %d, "
                     "seed %llu", sp.temp, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty,
                     sp.repeat_last_n, (unsigned long long)sp.seed);
@@ -641,11 +664,12 @@ static int run(const options_t *o, MPI_Comm comm)
         .trace_events = o->trace || o->verbose ? 1 << 16 : 0,
         .no_mmap = !o->mmap,
         .kv_type = (uint32_t)o->kv_type,
+        .tp = o->tp,
     };
     if (bt_pipe_init(&r.pipe, comm, &cfg) != BT_OK)
         return 1;
     bt_pipe_t *p = &r.pipe;
-    if (p->rank == 0) {
+    if (p->world_rank == 0) {
         char split[1024];
         bt_partition_str(p->bounds, p->n_stages, split, sizeof split);
         bt_log_info("%d stage%s: %s", p->n_stages, p->n_stages > 1 ? "s" : "", split);
@@ -660,7 +684,7 @@ static int run(const options_t *o, MPI_Comm comm)
             bt_log_error("generation failed (%s); stopping every rank", bt_status_str(st));
             MPI_Abort(comm, 1);
         }
-        if (p->rank == 0 && st == BT_OK)
+        if (p->world_rank == 0 && st == BT_OK)
             print_results(&r);
         int n_mb = o->tokens ? (o->n_tokens + ubatch - 1) / ubatch : 1;
         if (o->trace != NULL || o->verbose) {
@@ -691,7 +715,7 @@ static bt_batch_options_t batch_options(const options_t *o)
         .n_predict = o->n_predict, .n_ctx = o->n_ctx, .ubatch = o->ubatch, .sync = !o->pipeline,
         .threads = o->threads, .ratios = o->ratios, .n_ratios = o->n_ratios, .ops = o->ops,
         .no_mmap = !o->mmap, .kv_type = (uint32_t)o->kv_type, .sampling = o->sampling,
-        .seed_given = o->seed_given,
+        .seed_given = o->seed_given, .tp = o->tp,
     };
 }
 
@@ -706,7 +730,7 @@ int main(int argc, char **argv)
     options_t o;
     /* every rank parses the same command line; rank 0 reports */
     bt_log_capture(1);
-    bt_status_t st = parse_args(argc, argv, bt_default_threads(MPI_COMM_WORLD), &o);
+    bt_status_t st = parse_args(argc, argv, bt_default_threads(MPI_COMM_WORLD), size, &o);
     bt_batch_options_t bo = batch_options(&o);
     if (st == BT_OK && o.batch_file != NULL)
         st = bt_batch_check_options(&bo);

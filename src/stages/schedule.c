@@ -165,6 +165,44 @@ static void log_split(const bt_pipe_t *p, const bt_stage_costs_t *c, const bt_no
     }
 }
 
+/* -v, tensor parallelism: what each tensor rank of a stage holds, and how
+ * uneven the largest share is (the ranks wait for the slowest at each
+ * gather). */
+static void log_shares(const bt_pipe_t *p, const bt_share_t *s)
+{
+    const bt_hparams_t *hp = &p->model->hp;
+    const struct {
+        const char *what;
+        const int *at;
+    } dims[] = {{"query heads", s->head}, {"n_embd outputs", s->embd}, {"n_ff", s->ff},
+                {"experts", s->expert}, {"vocabulary", s->vocab}};
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+        const int *at = dims[d].at;
+        if (at[s->size] == 0)
+            continue;
+        char list[256] = "";
+        size_t used = 0;
+        int most = 0;
+        for (int r = 0; r < s->size && used < sizeof list; r++) {
+            const int n = at[r + 1] - at[r];
+            most = n > most ? n : most;
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", r ? "/" : "", n);
+        }
+        bt_log_debug("tensor ranks: %s %s, the largest %.2fx the mean", dims[d].what, list,
+                     (double)most * s->size / at[s->size]);
+    }
+    char kv[256] = "";
+    size_t used = 0;
+    for (int r = 0, kv0, kv1; r < s->size && used < sizeof kv; r++) {
+        bt_share_kv(s, hp, r, &kv0, &kv1);
+        used += (size_t)snprintf(kv + used, sizeof kv - used, "%s%d-%d", r ? ", " : "", kv0,
+                                 kv1 - 1);
+    }
+    bt_log_debug("tensor ranks: kv heads %s of %d (%s)", kv, hp->n_head_kv,
+                 bt_share_whole_groups(s, hp) ? "whole groups"
+                                              : "a group shared by ranks: its kv head on each");
+}
+
 /* Rank 0 splits the layers by compute within every node's memory and
  * sends the bounds to all. A stage runs on its leader's node; the ranks of
  * a stage on that node hold a share each (tensor parallelism). */
@@ -288,6 +326,8 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
     if ((st = bt_transport_agree(comm, bt_share_init(&p->model->hp, p->tp_rank, p->tp_size,
                                                      &share))))
         goto fail;
+    if (p->tp_size > 1 && p->world_rank == 0)
+        log_shares(p, &share);
 
     p->bounds = malloc(sizeof(int) * (size_t)(p->n_stages + 1));
     const int train = p->model->hp.n_ctx_train;
@@ -622,9 +662,9 @@ bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb, bool 
     return (bt_status_t)code;
 }
 
-void bt_pipe_stage_times(const bt_pipe_t *p, double out[4])
+void bt_pipe_stage_times(const bt_pipe_t *p, double out[5])
 {
-    out[0] = out[1] = out[2] = out[3] = 0.0;
+    out[0] = out[1] = out[2] = out[3] = out[4] = 0.0;
     for (int i = 0; p->tracing && i < p->trace.n; i++) {
         const bt_event_t *e = &p->trace.ev[i];
         double d = e->t1 - e->t0;
@@ -633,6 +673,7 @@ void bt_pipe_stage_times(const bt_pipe_t *p, double out[4])
         case BT_EV_SEND_WAIT: out[1] += d, out[2] += d; break;
         case BT_EV_RECV_WAIT: out[1] += d, out[3] += d; break;
         case BT_EV_TOKEN_WAIT: out[1] += d; break;
+        case BT_EV_COLLECTIVE: out[4] += d; break;
         default: break;
         }
     }

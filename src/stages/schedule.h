@@ -146,8 +146,9 @@ void bt_pipe_trace_start(bt_pipe_t *p);
 bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb, bool print);
 
 /* This rank's seconds in the current trace: computing, blocked in total,
- * blocked on sends, blocked on receives (out[0..3]). */
-void bt_pipe_stage_times(const bt_pipe_t *p, double out[4]);
+ * blocked on sends, blocked on receives, in gathers between tensor ranks
+ * (out[0..4]; the gathers are part of computing). */
+void bt_pipe_stage_times(const bt_pipe_t *p, double out[5]);
 
 /* Prints (rank 0) each rank's bound weight bytes and peak RSS. Collective. */
 void bt_pipe_report_memory(bt_pipe_t *p);
