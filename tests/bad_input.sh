@@ -9,7 +9,9 @@
 # data), a wrong architecture, head counts that do not divide, a context of
 # 0 or larger than memory allows, a prompt longer than the context, -n
 # negative, -ub larger than -b, more ranks than layers, -ts with zeros or
-# the wrong count, ranks that see different model files, baton-mkmodel
+# the wrong count, tensor-parallel layouts that cannot be (-tp not dividing
+# np, -sm tensor with --pipeline 1 or another -tp, more tensor ranks than
+# heads, shares too big for the node), ranks that see different model files, baton-mkmodel
 # families and head dims it cannot write (exit 2), unwritable and
 # foreign HDF5 files, 0 threads, a non-numeric value for every numeric
 # flag, and an unknown BATON_ISA (on one rank of two too); on 2 ranks, a
@@ -94,6 +96,7 @@ smollm2=${BT_SMOLLM2:-}
 m="$tmp/tiny.gguf"
 "$mk" --shape tiny --n-layer 4 -o "$m" >/dev/null 2>&1
 "$mk" --shape tiny --n-layer 4 --seed 2 -o "$tmp/other.gguf" >/dev/null 2>&1
+"$mk" --shape tiny --n-layer 4 --n-head 2 --n-head-kv 1 -o "$tmp/heads2.gguf" >/dev/null 2>&1
 # KV cache of 16M positions x 8 layers x 512 wide: about 500 GB per rank
 "$mk" --n-layer 8 --n-embd 512 --n-head 4 --n-head-kv 4 --type q8_0 -o "$tmp/wide.gguf" \
     >/dev/null 2>&1
@@ -402,6 +405,19 @@ fails 2 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3,
 # ---- ranks: more than layers, -ts, different files ----
 fails 5 "cannot split 4 layers over 5 stages" "$b" -m "$m" --tokens 1,2
 fails 5 "cannot split 4 layers over 5 stages" "$bb" -m "$m" -p 8 -n 0 -r 1
+# tensor parallelism: layouts that cannot be (np = stages x -tp; -sm tensor: one stage)
+fails 2 "-tp 3 does not divide the 2 ranks into stages" "$b" -m "$m" --tokens 1,2 -n 1 -tp 3
+fails 3 "-tp 2 does not divide the 3 ranks into stages" "$b" -m "$m" --tokens 1,2 -n 1 -tp 2
+fails 2 "-tp: 0 is out of range" "$b" -m "$m" --tokens 1 -tp 0
+fails 2 "-sm tensor with --pipeline 1: the 2 ranks form one stage" "$b" -m "$m" --tokens 1,2 \
+    -sm tensor --pipeline 1
+fails 2 "-sm tensor makes all 2 ranks one stage of 2 tensor ranks, but -tp is 1" "$b" -m "$m" \
+    --tokens 1,2 -sm tensor -tp 1
+fails 2 "-sm: 'rows' is not one of layer, tensor" "$b" -m "$m" --tokens 1 -sm rows
+fails 4 "4 tensor ranks per stage, but the model has 2 query heads: each tensor rank needs at least one" \
+    "$b" -m "$tmp/heads2.gguf" --tokens 1,2 -n 1 -sm tensor
+fails 2 "the model does not fit in memory \(layers 0-3\): it needs [0-9.]+ MiB for 2 tensor ranks' shares of the weights.*only 0.1 MiB" \
+    env BATON_MEM_AVAILABLE=100K "$b" -m "$m" --tokens 1,2 -n 1 -sm tensor
 fails 2 "-ts: ratio 1 is 0; every ratio must be positive" "$b" -m "$m" --tokens 1 -ts 1,0
 fails 2 "-ts: ratio 0 is 0; every ratio must be positive" "$bb" -m "$m" -p 8 -n 0 -r 1 -ts 0/1
 fails 2 "-ts: 3 ratios given for 2 ranks" "$b" -m "$m" --tokens 1 -ts 1,1,1

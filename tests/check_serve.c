@@ -179,12 +179,13 @@ static int matches(const job_t *j, int i, const char *what)
     const solo_t *s = &j->solo[i % N_REQ];
     const int n_ids = j->n_ids[i] < N_PREDICT ? j->n_ids[i] : N_PREDICT;
     int ok = 1;
-    if (rank == 0 && memcmp(j->ids[i], s->ids, sizeof(int32_t) * (size_t)n_ids) != 0) {
+    if (pipe_.world_rank == 0 &&
+        memcmp(j->ids[i], s->ids, sizeof(int32_t) * (size_t)n_ids) != 0) {
         fprintf(stderr, "%s: request %d: ids differ from its run alone\n", what, i);
         ok = 0;
     }
     const size_t n_rows = (size_t)(s->n_prompt + n_ids - 1);
-    if (rank == size - 1 &&
+    if (pipe_.last && !pipe_.follower && /* the last stage's leader */
         memcmp(j->rows[i], s->rows, sizeof(float) * n_rows * (size_t)n_vocab) != 0) {
         fprintf(stderr, "%s: request %d: logits differ from its run alone\n", what, i);
         ok = 0;
@@ -269,6 +270,35 @@ START_TEST(test_threads)
     int ok = serve_on(&cfg, &j, MAX_TOK, 0, "2 threads");
     job_free(&j);
     ck_assert_msg(all_ok(ok), "%d ranks, 2 threads: a sequence depends on the team", size);
+}
+END_TEST
+
+/* Tensor parallelism: for every T > 1 dividing the rank count, stages of
+ * T tensor ranks serve greedy and seeded sampled requests at --parallel 1
+ * and 8 (the engine's slots and groups unchanged, every tensor rank of a
+ * stage computing the same micro-batches): each sequence's logits and ids
+ * are its run alone. */
+START_TEST(test_tensor_parallel)
+{
+    static const int parallel[] = {1, 8};
+    for (int T = 2; T <= size; T++) {
+        if (size % T != 0)
+            continue;
+        for (int a = 0; a < 2; a++)
+            for (int smp = 0; smp <= 1; smp++) {
+                bt_pipe_config_t cfg = pipe_cfg;
+                cfg.tp = T;
+                cfg.n_slots = parallel[a];
+                char what[96];
+                snprintf(what, sizeof what, "%d ranks, -tp %d, --parallel %d, %s", size, T,
+                         parallel[a], smp ? "sampled" : "greedy");
+                job_t j;
+                job_init(&j, smp ? sampled : greedy, N_REQ);
+                int ok = serve_on(&cfg, &j, MAX_TOK, 0, what);
+                job_free(&j);
+                ck_assert_msg(all_ok(ok), "%s: a sequence differs from its run alone", what);
+            }
+    }
 }
 END_TEST
 
@@ -447,6 +477,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_sampled);
     tcase_add_test(tc, test_context_full);
     tcase_add_test(tc, test_groups);
+    if (size > 1)
+        tcase_add_test(tc, test_tensor_parallel);
     mpitest_run(s);
     bt_pipe_free(&pipe_);
     for (int i = 0; i < N_REQ; i++) {

@@ -131,8 +131,12 @@ static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t 
         snprintf(ctx, sizeof ctx, "%d slots x %d positions", p->n_slots, n_ctx);
     else
         snprintf(ctx, sizeof ctx, "%d positions", n_ctx);
-    snprintf(what, what_size, "the weights%s, the KV cache (%s) and buffers (micro-batch %d, "
-             "%d threads)", cfg->no_mmap ? " (read in)" : "", ctx, cfg->max_tok, cfg->n_threads);
+    char who[64] = "";
+    if (per_node > 1)
+        snprintf(who, sizeof who, "%d tensor ranks' shares of ", per_node);
+    snprintf(what, what_size, "%sthe weights%s, the KV cache (%s) and buffers (micro-batch %d, "
+             "%d threads)", who, cfg->no_mmap ? " (read in)" : "", ctx, cfg->max_tok,
+             cfg->n_threads);
     c.what = what;
     return c;
 }
