@@ -121,7 +121,10 @@ static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t 
     c.layer_bytes = layer_bytes;
     c.head_bytes += (uint64_t)p->logit_rows * (uint64_t)hp->n_vocab * sizeof(float);
     const uint64_t msg = bt_act_bytes(cfg->max_tok, hp->n_embd);
-    c.rank_bytes = (every +
+    /* the gathers' buffers, and the logits of a last stage's vocabulary share */
+    const int vocab_share = p->tp_size > 1 ? hp->n_vocab / p->tp_size + BT_MATMUL_ROWS : 0;
+    c.rank_bytes = (every + bt_tensor_bytes(hp, p->tp_size, cfg->max_tok, p->logit_rows,
+                                            vocab_share) +
                     bt_forward_buffer_bytes(hp, n_ctx, p->n_slots, cfg->max_tok, cfg->n_threads) +
                     BT_TRANSPORT_SLOTS * ((msg + 63) / 64 * 64) +
                     (uint64_t)(cfg->trace_events > 0 ? cfg->trace_events : 0) *

@@ -71,6 +71,26 @@ static bt_status_t gather_runs(void *ctx, float *buf, const int *at, int unit)
 
 /* ---- setup ---- */
 
+/* Floats of a gather's staging: the widest gathered row (the heads'
+ * outputs, n_embd features or n_ff hidden units) for max_tok rows. */
+static size_t staging_floats(const bt_hparams_t *hp, int max_tok)
+{
+    size_t widest = (size_t)hp->n_head * hp->head_dim;
+    widest = (size_t)hp->n_embd > widest ? (size_t)hp->n_embd : widest;
+    widest = (size_t)hp->n_ff > widest ? (size_t)hp->n_ff : widest;
+    return (size_t)max_tok * widest;
+}
+
+size_t bt_tensor_bytes(const bt_hparams_t *hp, int tp, int max_tok, int logit_rows,
+                       int vocab_share)
+{
+    if (tp <= 1)
+        return 0;
+    return (staging_floats(hp, max_tok) + (size_t)max_tok * hp->n_embd +
+            (size_t)logit_rows * vocab_share) * sizeof(float) +
+           (size_t)max_tok * sizeof(bt_row_t) + 2 * (size_t)tp * sizeof(int);
+}
+
 bt_status_t bt_tensor_init(bt_tensor_t *t, MPI_Comm comm, bt_forward_t *f, int logit_rows,
                            bt_trace_t *trace)
 {
@@ -83,10 +103,7 @@ bt_status_t bt_tensor_init(bt_tensor_t *t, MPI_Comm comm, bt_forward_t *f, int l
     MPI_Comm_rank(comm, &t->rank);
     MPI_Comm_size(comm, &t->size);
     const size_t mt = (size_t)f->max_tok;
-    size_t widest = (size_t)hp->n_head * hp->head_dim;
-    widest = (size_t)hp->n_embd > widest ? (size_t)hp->n_embd : widest;
-    widest = (size_t)hp->n_ff > widest ? (size_t)hp->n_ff : widest;
-    t->staging_floats = mt * widest;
+    t->staging_floats = staging_floats(hp, f->max_tok);
     t->staging = malloc(t->staging_floats * sizeof(float));
     t->x = malloc(mt * (size_t)hp->n_embd * sizeof(float));
     t->rows = malloc(mt * sizeof *t->rows);

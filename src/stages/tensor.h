@@ -54,6 +54,12 @@ typedef struct bt_tensor {
  * gathers in f. BT_ERR_NOMEM (logged) when the buffers do not fit. */
 bt_status_t bt_tensor_init(bt_tensor_t *t, MPI_Comm comm, bt_forward_t *f, int logit_rows,
                            bt_trace_t *trace);
+
+/* The bytes bt_tensor_init allocates on a rank of a stage of tp > 1 ranks
+ * (0 for tp 1), for micro-batches of max_tok rows, the last stage's
+ * logit_rows rows of logits (0 elsewhere) over vocab_share vocabulary rows. */
+size_t bt_tensor_bytes(const bt_hparams_t *hp, int tp, int max_tok, int logit_rows,
+                       int vocab_share);
 void bt_tensor_free(bt_tensor_t *t);
 
 /* Leader: bt_forward_rows on x [n, n_embd] for rows [n], every rank of
