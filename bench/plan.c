@@ -67,15 +67,34 @@ double bt_profile_embed(const bt_profile_t *p, double rows)
 
 /* ---- stage and hop times ---- */
 
+double bt_plan_gather_s(const bt_plan_tensor_t *t, int rows)
+{
+    if (t->tp <= 1)
+        return 0.0;
+    return t->gathers * t->latency_s +
+           (t->bandwidth_Bps > 0 ? rows * t->bytes_row / t->bandwidth_Bps : 0.0);
+}
+
+double bt_plan_bcast_s(const bt_plan_tensor_t *t, const bt_profile_t *prof, int rows)
+{
+    if (t->tp <= 1)
+        return 0.0;
+    const double bytes = prof->msg_bytes + rows * prof->act_bytes_row;
+    return t->latency_s + (t->bandwidth_Bps > 0 ? bytes / t->bandwidth_Bps : 0.0);
+}
+
 double bt_plan_stage_s(const bt_plan_pipe_t *p, int s, int rows, int ctx, int logit_rows)
 {
+    const bt_plan_tensor_t *tp = &p->tensor;
+    const bool split = tp->tp > 1;
     const int layers = p->bounds[s + 1] - p->bounds[s];
-    double t = layers * bt_profile_layer(p->prof, rows, ctx);
+    double t = layers * bt_profile_layer(p->prof, rows, ctx) * (split ? tp->share : 1.0);
     if (s == 0)
         t += bt_profile_embed(p->prof, rows);
     if (s == p->n_stages - 1)
-        t += bt_profile_head(p->prof, logit_rows);
-    return t * p->slowdown;
+        t += bt_profile_head(p->prof, logit_rows) * (split ? tp->head_share : 1.0);
+    /* the gathers wait on the links, not the cores */
+    return t * p->slowdown + layers * bt_plan_gather_s(tp, rows) + bt_plan_bcast_s(tp, p->prof, rows);
 }
 
 double bt_plan_msg_s(const bt_plan_pipe_t *p, int rows)

@@ -43,10 +43,26 @@ double bt_profile_layer(const bt_profile_t *p, double rows, double ctx);
 double bt_profile_head(const bt_profile_t *p, double rows);
 double bt_profile_embed(const bt_profile_t *p, double rows);
 
+/* Tensor parallelism inside every stage (docs/design.md): T ranks split
+ * each layer and gather between its parts. A layer then costs the largest
+ * rank's share of the one-rank time plus its gathers: each a fixed cost
+ * and the bytes a rank receives at the stage's link rate; the stage's
+ * leader also broadcasts each micro-batch's rows to the others. */
+typedef struct bt_plan_tensor {
+    int tp;               /* ranks per stage; 0 or 1: none (the rest unused) */
+    double share;         /* the largest rank's share of a layer's compute (1/tp if even) */
+    double head_share;    /* of the head's (vocabulary rows) */
+    int gathers;          /* per layer: 4 (dense FFN), 3 (experts) */
+    double bytes_row;     /* bytes a rank receives per row in one layer's gathers */
+    double latency_s;     /* one gather's (or broadcast's) fixed cost */
+    double bandwidth_Bps; /* bytes a rank receives per second in them */
+} bt_plan_tensor_t;
+
 /* The pipeline: stage s owns layers [bounds[s], bounds[s + 1]); each hop
  * s -> s + 1 (and the last stage's token back to the first) takes latency
  * plus bytes / bandwidth; slowdown multiplies every compute time (ranks
- * and threads beyond a node's cores: 1 when each has its own). */
+ * and threads beyond a node's cores: 1 when each has its own). tensor:
+ * the stages' tensor ranks (zero: one rank a stage). */
 typedef struct bt_plan_pipe {
     const bt_profile_t *prof;
     int n_stages;
@@ -54,7 +70,13 @@ typedef struct bt_plan_pipe {
     double latency_s;
     double bandwidth_Bps;
     double slowdown;
+    bt_plan_tensor_t tensor;
 } bt_plan_pipe_t;
+
+/* Seconds of one layer's gathers, and of the leader's broadcast, for a
+ * micro-batch of rows (0 without tensor ranks). */
+double bt_plan_gather_s(const bt_plan_tensor_t *t, int rows);
+double bt_plan_bcast_s(const bt_plan_tensor_t *t, const bt_profile_t *prof, int rows);
 
 /* Compute seconds of stage s on a micro-batch: rows at context ctx, of
  * which logit_rows need the head (last stage). */

@@ -24,7 +24,7 @@ static void flat_init(flat_t *f, int n_layer, double per_row, double act)
 
 static bt_plan_pipe_t pipe_of(const flat_t *f, int S, const int *bounds, double lat, double bw)
 {
-    return (bt_plan_pipe_t){&f->p, S, bounds, lat, bw, 1.0};
+    return (bt_plan_pipe_t){&f->p, S, bounds, lat, bw, 1.0, {0}};
 }
 
 #define NEAR(a, b) (fabs((double)(a) - (double)(b)) <= 1e-9 * fmax(1.0, fabs((double)(b))))
@@ -72,6 +72,37 @@ START_TEST(test_gpipe_equal_stages)
                              BT_OK);
             ck_assert(NEAR(sim.seconds, M * S * t_stage));
         }
+    }
+}
+END_TEST
+
+/* Tensor ranks: a stage's layer costs the largest share of the one-rank
+ * time plus its gathers (fixed cost and bytes), and each micro-batch the
+ * leader's broadcast; a stage of 2 ranks with free gathers is twice as
+ * fast, and the simulator agrees with the closed form. */
+START_TEST(test_tensor_stage)
+{
+    flat_t f;
+    flat_init(&f, 12, 1e-3, 1000);
+    int b[3] = {0, 6, 12};
+    bt_plan_pipe_t p = pipe_of(&f, 2, b, 0, 0);
+    const double one = bt_plan_stage_s(&p, 0, 8, 0, 0);
+    p.tensor = (bt_plan_tensor_t){.tp = 2, .share = 0.5, .head_share = 0.5, .gathers = 4,
+                                  .bytes_row = 0, .latency_s = 0, .bandwidth_Bps = 0};
+    ck_assert(NEAR(bt_plan_stage_s(&p, 0, 8, 0, 0), one / 2));
+    /* 4 gathers of 10 us and 2000 bytes a row at 1 GB/s, a 1000-byte row broadcast */
+    p.tensor = (bt_plan_tensor_t){.tp = 2, .share = 0.6, .head_share = 0.5, .gathers = 4,
+                                  .bytes_row = 2000, .latency_s = 1e-5, .bandwidth_Bps = 1e9};
+    const double gather = 4 * 1e-5 + 8 * 2000 / 1e9, bcast = 1e-5 + 8 * 1000 / 1e9;
+    ck_assert(NEAR(bt_plan_gather_s(&p.tensor, 8), gather));
+    ck_assert(NEAR(bt_plan_stage_s(&p, 0, 8, 0, 0), 0.6 * one + 6 * gather + bcast));
+    for (int mode = 0; mode <= 1; mode++) {
+        bt_plan_sim_t sim;
+        ck_assert_int_eq(bt_plan_simulate_prefill(&p, 64, 8, (bt_plan_mode_t)mode, false, &sim),
+                         BT_OK);
+        ck_assert_msg(NEAR(sim.seconds, bt_plan_prefill(&p, 64, 8, (bt_plan_mode_t)mode)),
+                      "mode %d: sim %g, closed form %g", mode, sim.seconds,
+                      bt_plan_prefill(&p, 64, 8, (bt_plan_mode_t)mode));
     }
 }
 END_TEST
@@ -220,6 +251,7 @@ int main(void)
     tcase_add_test(tc, test_profile_interpolation);
     tcase_add_test(tc, test_gpipe_equal_stages);
     tcase_add_test(tc, test_slow_link);
+    tcase_add_test(tc, test_tensor_stage);
     tcase_add_test(tc, test_unbalanced);
     tcase_add_test(tc, test_slots_limit_run_ahead);
     tcase_add_test(tc, test_decode_ring_and_groups);
