@@ -9,8 +9,11 @@
  * steps from an empty cache; pgN,M both. Token ids are random from a fixed
  * seed; no tokenization or sampling is timed. With -npl P above 1, P
  * sequences run the test at once through the many-sequence engine
- * (bench/parallel.h); P = 1 keeps the path above. `baton-bench --kernels`
- * instead times the matmul kernels alone, on one rank (bench/kernels.h).
+ * (bench/parallel.h); P = 1 keeps the path above. -sm tensor runs all
+ * ranks as one stage of tensor ranks, -sm layer -tp T stages of T; a
+ * tensor test with --pipeline 1 is skipped with a note (one stage has
+ * nothing to pipeline). `baton-bench --kernels` instead times the matmul
+ * kernels alone, on one rank (bench/kernels.h).
  */
 #include "config.h"
 
@@ -254,6 +257,14 @@ static void fill_row_model(bt_bench_row_t *row, const bt_pipe_t *p, const char *
     bt_partition_split_str(p->bounds, p->n_stages, row->layer_split, sizeof row->layer_split);
 }
 
+/* Tensor ranks per stage of test t on n_ranks ranks: all of them for -sm
+ * tensor, -tp for -sm layer (bt_bench_params_check_ranks checked it
+ * divides n_ranks). */
+static int test_tp(const bt_bench_test_t *t, int n_ranks)
+{
+    return t->split_mode == BT_SPLIT_MODE_TENSOR ? n_ranks : t->tp;
+}
+
 /* Runs one test on every rank; rank 0 fills row (samples and stages are
  * allocated here and freed by the caller). */
 static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_bench_row_t *row)
@@ -297,6 +308,7 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         .no_mmap = !prm->mmap,
         .no_sampling = true,
         .trace_events = (int)events,
+        .tp = test_tp(t, b->size),
     };
     bt_pipe_t p;
     bt_status_t st = bt_pipe_init(&p, b->comm, &cfg);
@@ -325,8 +337,9 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         st = run_rep(b, &p, t, ids, true, &n_mb);
     bt_pipe_trace_start(&p);
     if (prm->verbose && b->rank == 0 && st == BT_OK) /* progress: the measured part begins */
-        bt_log_info("test %d (%s, -ub %d, pipeline %d, -npl %d): %d repetitions", index,
-                    row->test, t->ubatch, t->pipeline, t->parallel, reps);
+        bt_log_info("test %d (%s, -ub %d, -sm %s, -tp %d, pipeline %d, -npl %d): %d repetitions",
+                    index, row->test, t->ubatch, row->split_mode, row->tp, t->pipeline,
+                    t->parallel, reps);
     for (int r = 0; r < reps && st == BT_OK; r++) {
         MPI_Barrier(b->comm);
         double t0 = bt_now();
@@ -344,11 +357,16 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     MPI_Gather(times, 5, MPI_DOUBLE, all_times, 5, MPI_DOUBLE, 0, b->comm);
     if (prm->trace_dir != NULL) {
         char path[1024];
-        char npl[24] = ""; /* P = 1 keeps the names of before */
+        /* P = 1 and -sm layer -tp 1 keep the names of before */
+        char npl[24] = "", layout[24] = "";
         if (t->parallel > 1)
             snprintf(npl, sizeof npl, "-npl%d", t->parallel);
-        snprintf(path, sizeof path, "%s/test-%03d-%s-pipeline%d-ub%d%s.json", prm->trace_dir,
-                 index, row->test, t->pipeline, t->ubatch, npl);
+        if (t->split_mode == BT_SPLIT_MODE_TENSOR)
+            snprintf(layout, sizeof layout, "-tensor");
+        else if (row->tp > 1)
+            snprintf(layout, sizeof layout, "-tp%d", row->tp);
+        snprintf(path, sizeof path, "%s/test-%03d-%s-pipeline%d-ub%d%s%s.json", prm->trace_dir,
+                 index, row->test, t->pipeline, t->ubatch, layout, npl);
         st = bt_pipe_trace_report(&p, path, n_mb, prm->verbose);
     } else if (prm->verbose) {
         st = bt_pipe_trace_report(&p, NULL, n_mb, true);
@@ -393,9 +411,11 @@ static void row_init(bt_bench_row_t *row, const bench_t *b, const bt_bench_test_
         .n_gen = t->n_gen,
         .n_ranks = b->size,
         .pipeline = t->pipeline,
+        .tp = test_tp(t, b->size),
         .n_parallel = t->parallel,
     };
     bt_bench_test_name(t, row->test, sizeof row->test);
+    snprintf(row->split_mode, sizeof row->split_mode, "%s", bt_split_mode_name(t->split_mode));
     snprintf(row->build_commit, sizeof row->build_commit, "%s", b->run.build_commit);
     snprintf(row->cpu_info, sizeof row->cpu_info, "%s", b->run.cpu_info);
     /* CPU and the kernels' instruction set (the scalar reference: "ref";
@@ -432,6 +452,43 @@ static bt_status_t prepare_outputs(bench_t *b)
     return bt_transport_agree(b->comm, st);
 }
 
+/* A test that is not run: -sm tensor with --pipeline 1 (the ranks form one
+ * stage, which has no pipeline to fill; --pipeline not given makes such
+ * tests pipeline 0 instead, bt_bench_tests). */
+static bool test_skipped(const bt_bench_test_t *t)
+{
+    return t->split_mode == BT_SPLIT_MODE_TENSOR && t->pipeline == 1;
+}
+
+/* Whether a and b differ only in the test itself (ppN, tgN, pgN,M). */
+static bool same_config(const bt_bench_test_t *a, const bt_bench_test_t *b)
+{
+    return a->model == b->model && a->split == b->split && a->threads == b->threads &&
+           a->batch == b->batch && a->ubatch == b->ubatch && a->split_mode == b->split_mode &&
+           a->tp == b->tp && a->pipeline == b->pipeline && a->parallel == b->parallel;
+}
+
+/* Rank 0: one line for the skipped tests tests[i..] of one configuration,
+ * naming them; returns how many there are. */
+static int note_skipped(const bench_t *b, const bt_bench_test_t *tests, int n_tests, int i)
+{
+    const bt_bench_test_t *t = &tests[i];
+    char names[256] = "";
+    size_t used = 0;
+    int n = 0;
+    for (; i + n < n_tests && test_skipped(&tests[i + n]) && same_config(t, &tests[i + n]); n++) {
+        char name[48];
+        bt_bench_test_name(&tests[i + n], name, sizeof name);
+        if (used < sizeof names)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", n ? ", " : "",
+                                     name);
+    }
+    if (b->rank == 0)
+        bt_log_info("skipped: %s (-ub %d, -npl %d): -sm tensor with --pipeline 1 (one stage has "
+                    "nothing to pipeline)", names, t->ubatch, t->parallel);
+    return n;
+}
+
 static int run_all(bench_t *b)
 {
     const bt_bench_params_t *prm = b->params;
@@ -442,14 +499,19 @@ static int run_all(bench_t *b)
         return 1;
     if (b->rank == 0)
         bt_report_begin(stdout, prm->output);
+    int n_rows = 0; /* printed: json separates rows by commas */
     for (int i = 0; i < n_tests && st == BT_OK; i++) {
-        if (i > 0 && prm->delay > 0)
+        if (test_skipped(&tests[i])) {
+            i += note_skipped(b, tests, n_tests, i) - 1;
+            continue;
+        }
+        if (n_rows > 0 && prm->delay > 0)
             usleep((useconds_t)(prm->delay * 1e6));
         bt_bench_row_t row;
         row_init(&row, b, &tests[i]);
         st = run_test(b, &tests[i], i, &row);
         if (st == BT_OK && b->rank == 0) {
-            bt_report_row(stdout, prm->output, &row, i);
+            bt_report_row(stdout, prm->output, &row, n_rows++);
             if (prm->hdf5 != NULL)
                 st = bt_h5_append(prm->hdf5, b->run_id, &row, b->host_ptrs);
             if (prm->hdf5 != NULL && st == BT_OK && prm->verbose) /* the file is closed */
@@ -504,6 +566,10 @@ int main(int argc, char **argv)
     bt_bench_params_t prm;
     bt_log_capture(1); /* every rank parses alike; rank 0 reports */
     bt_status_t st = bt_bench_params_parse(argc, argv, bt_default_threads(b.comm), &prm);
+    /* the layouts against the rank count, before anything runs */
+    bt_status_t layout = st == BT_OK && !prm.help && !prm.kernels && !prm.profile
+                             ? bt_bench_params_check_ranks(&prm, b.size)
+                             : BT_OK;
     bt_log_flush_captured(b.rank == 0);
     bt_log_capture(0);
     b.params = &prm;
@@ -511,6 +577,8 @@ int main(int argc, char **argv)
     if (st != BT_OK) {
         if (b.rank == 0)
             bt_bench_usage(stderr);
+        rc = 2;
+    } else if (layout != BT_OK) {
         rc = 2;
     } else if (prm.help) {
         if (b.rank == 0)

@@ -7,11 +7,18 @@
 
 #include "args.h"
 #include "kv_cache.h"
+#include "model.h"
 
 /* ---- lists ---- */
 
-/* -p, -n, -b, -ub, -t, --pipeline, -npl (bt_bench_params_t's int lists) */
-enum { BT_N_LISTS = 7 };
+/* -p, -n, -b, -ub, -t, --pipeline, -npl, -tp, -sm (bt_bench_params_t's int
+ * lists; -sm holds bt_split_mode_t values) */
+enum { BT_N_LISTS = 9, BT_LIST_PIPELINE = 5, BT_LIST_SPLIT_MODE = 8 };
+
+const char *bt_split_mode_name(int mode)
+{
+    return mode == BT_SPLIT_MODE_TENSOR ? "tensor" : "layer";
+}
 
 static bt_status_t parse_num(const char *flag, const char *item, const char *s, long min,
                              long max, long *out, const char **end)
@@ -103,6 +110,34 @@ bt_status_t bt_parse_list(const char *flag, const char *s, long min, long max,
     return BT_OK;
 }
 
+/* -sm layer,tensor: names, as bt_parse_split_mode takes them, into out
+ * (replaced only on success). */
+static bt_status_t parse_split_modes(const char *flag, const char *s, bt_int_list_t *out)
+{
+    if (*s == '\0' || *s == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,") != NULL) {
+        bt_log_error("%s: '%s' has an empty item", flag, s);
+        return BT_ERR_ARG;
+    }
+    char *copy = strdup(s), *save = NULL;
+    if (copy == NULL)
+        return BT_ERR_NOMEM;
+    bt_int_list_t l = {0};
+    int cap = 0, mode;
+    bt_status_t st = BT_OK;
+    for (char *item = strtok_r(copy, ",", &save); item && st == BT_OK;
+         item = strtok_r(NULL, ",", &save))
+        if ((st = bt_parse_split_mode(flag, item, &mode)) == BT_OK)
+            st = push(&l, &cap, mode);
+    free(copy);
+    if (st != BT_OK) {
+        free(l.v);
+        return st;
+    }
+    bt_int_list_free(out);
+    *out = l;
+    return BT_OK;
+}
+
 void bt_int_list_free(bt_int_list_t *l)
 {
     free(l->v);
@@ -125,8 +160,16 @@ void bt_bench_usage(FILE *f)
             "  -b, --batch-size LIST     logical batch (default 2048)\n"
             "  -ub, --ubatch-size LIST   micro-batch (default 512)\n"
             "  -t, --threads LIST        OpenMP threads per rank (default: cores / ranks per node)\n"
-            "  -ts, --tensor-split LIST  layer proportions per rank, e.g. 1/1,3/1 (default: balanced)\n"
+            "  -ts, --tensor-split LIST  layer proportions per stage, e.g. 1/1,3/1\n"
+            "                            (default: balanced)\n"
             "      --pipeline LIST       1: GPipe prefill, 0: synchronous (default 1)\n"
+            "  -sm, --split-mode LIST    layer: stages of layers (default); tensor: all ranks\n"
+            "                            one stage splitting every layer (once per other\n"
+            "                            combination, whatever -tp says; with --pipeline 1:\n"
+            "                            skipped; --pipeline not given: 0)\n"
+            "  -tp, --tensor-parallel LIST\n"
+            "                            -sm layer: T tensor ranks per stage, np = stages x T\n"
+            "                            (default 1)\n"
             "  -npl, --parallel LIST     sequences at once, each running the whole test;\n"
             "                            t/s counts all of them (default 1)\n"
             "      --groups N            -npl > 1 with pipeline 1: decode groups, micro-batches\n"
@@ -263,6 +306,17 @@ static bt_status_t check_something_to_run(const bt_bench_params_t *p)
                      "(no test to run)", min_ub, max_b);
         return BT_ERR_ARG;
     }
+    /* -sm tensor with --pipeline 1 is skipped: one stage has nothing to pipeline */
+    bool any_run = false;
+    for (int i = 0; i < p->split_mode.n; i++)
+        for (int k = 0; k < p->pipeline.n; k++)
+            any_run |= p->split_mode.v[i] == BT_SPLIT_MODE_LAYER || !p->pipeline_given ||
+                       p->pipeline.v[k] == 0;
+    if (!any_run) {
+        bt_log_error("nothing to run: every test is -sm tensor with --pipeline 1, which is "
+                     "skipped (one stage has nothing to pipeline): give --pipeline 0 or -sm layer");
+        return BT_ERR_ARG;
+    }
     int max_npl = 1;
     for (int i = 0; i < p->parallel.n; i++)
         max_npl = p->parallel.v[i] > max_npl ? p->parallel.v[i] : max_npl;
@@ -284,6 +338,8 @@ static void param_lists(bt_bench_params_t *p, bt_int_list_t *lists[BT_N_LISTS])
     lists[4] = &p->threads;
     lists[5] = &p->pipeline;
     lists[6] = &p->parallel;
+    lists[7] = &p->tp;
+    lists[8] = &p->split_mode;
 }
 
 bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
@@ -325,7 +381,8 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             static const char *const with_value[] = {
                 "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-b", "--batch-size",
                 "-ub", "--ubatch-size", "-t", "--threads", "-ts", "--tensor-split", "--pipeline",
-                "-npl", "--parallel", "--groups",
+                "-npl", "--parallel", "--groups", "-sm", "--split-mode", "-tp",
+                "--tensor-parallel",
                 "-r", "--repetitions", "--delay", "--ops", "--kv-type", "-mmp", "--mmap", "-o",
                 "--output", "--hdf5",
                 "--trace-dir",
@@ -349,7 +406,13 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             li = 4, max = 1024;
         } else if (!strcmp(a, "--pipeline")) {
-            li = 5, min = 0, max = 1;
+            li = BT_LIST_PIPELINE, min = 0, max = 1;
+            p->pipeline_given = true;
+        } else if (!strcmp(a, "-sm") || !strcmp(a, "--split-mode")) {
+            st = parse_split_modes(a, val, &p->split_mode);
+            lists_set[BT_LIST_SPLIT_MODE] = true;
+        } else if (!strcmp(a, "-tp") || !strcmp(a, "--tensor-parallel")) {
+            li = 7, max = BT_TP_MAX;
         } else if (!strcmp(a, "-npl") || !strcmp(a, "--parallel")) {
             li = 6, max = BT_MAX_PARALLEL;
         } else if (!strcmp(a, "--groups")) {
@@ -415,7 +478,8 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             i++;
     }
     /* defaults for the lists not given (llama-bench's) */
-    static const char *const defaults[BT_N_LISTS] = {"512", "128", "2048", "512", NULL, "1", "1"};
+    static const char *const defaults[BT_N_LISTS] = {"512", "128", "2048", "512", NULL,
+                                                     "1",   "1",   "1",    "0"};
     char threads[32];
     if (p->kernels && default_threads > 1) /* the kernels: one thread and all */
         snprintf(threads, sizeof threads, "1,%d", default_threads);
@@ -438,9 +502,35 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
         bt_log_error("no model given (-m FILE)");
         st = BT_ERR_ARG;
     }
+    if (st == BT_OK && p->profile && !p->kernels)
+        for (int i = 0; i < p->tp.n && st == BT_OK; i++)
+            if (p->tp.v[i] > 1) {
+                bt_log_error("--profile times whole layers on one rank; -tp %d (tensor ranks "
+                             "per stage) does not apply to it: drop -tp", p->tp.v[i]);
+                st = BT_ERR_ARG;
+            }
     if (st == BT_OK && !p->kernels)
         st = check_something_to_run(p);
     return st;
+}
+
+bt_status_t bt_bench_params_check_ranks(const bt_bench_params_t *p, int n_ranks)
+{
+    for (int i = 0; i < p->split_mode.n; i++) {
+        if (p->split_mode.v[i] == BT_SPLIT_MODE_TENSOR && n_ranks > BT_TP_MAX) {
+            bt_log_error("-sm tensor makes all %d ranks one stage of tensor ranks, more than "
+                         "the %d a stage can have (use -sm layer -tp T)", n_ranks, BT_TP_MAX);
+            return BT_ERR_ARG;
+        }
+        if (p->split_mode.v[i] != BT_SPLIT_MODE_LAYER)
+            continue;
+        for (int k = 0; k < p->tp.n; k++) {
+            int tp;
+            if (bt_layout_tp(0, p->tp.v[k], 0, 0, n_ranks, &tp) != BT_OK)
+                return BT_ERR_ARG;
+        }
+    }
+    return BT_OK;
 }
 
 void bt_bench_params_free(bt_bench_params_t *p)
@@ -472,8 +562,8 @@ bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, 
         per += p->n_gen.v[i] > 0;
     per += (size_t)p->n_pg;
     size_t cap = per * (size_t)p->n_models * (size_t)p->n_splits * (size_t)p->threads.n *
-                 (size_t)p->batch.n * (size_t)p->ubatch.n * (size_t)p->pipeline.n *
-                 (size_t)p->parallel.n;
+                 (size_t)p->batch.n * (size_t)p->ubatch.n * (size_t)p->split_mode.n *
+                 (size_t)p->tp.n * (size_t)p->pipeline.n * (size_t)p->parallel.n;
     bt_bench_test_t *t = malloc(sizeof *t * (cap ? cap : 1));
     if (t == NULL)
         return BT_ERR_NOMEM;
@@ -483,13 +573,26 @@ bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, 
     for (int ti = 0; ti < p->threads.n; ti++)
     for (int bi = 0; bi < p->batch.n; bi++)
     for (int ui = 0; ui < p->ubatch.n; ui++)
+    for (int mo = 0; mo < p->split_mode.n; mo++)
+    for (int xi = 0; xi < p->tp.n; xi++)
     for (int pi = 0; pi < p->pipeline.n; pi++)
     for (int ni = 0; ni < p->parallel.n; ni++) {
-        if (p->ubatch.v[ui] > p->batch.v[bi])
+        const bool tensor = p->split_mode.v[mo] == BT_SPLIT_MODE_TENSOR;
+        if (p->ubatch.v[ui] > p->batch.v[bi] || (tensor && xi > 0))
             continue;
-        bt_bench_test_t base = {p->models[mi], &p->splits[si], p->threads.v[ti], p->batch.v[bi],
-                                p->ubatch.v[ui], p->pipeline.v[pi], p->parallel.v[ni],
-                                BT_TEST_PP, 0, 0};
+        bt_bench_test_t base = {
+            .model = p->models[mi],
+            .split = &p->splits[si],
+            .threads = p->threads.v[ti],
+            .batch = p->batch.v[bi],
+            .ubatch = p->ubatch.v[ui],
+            .split_mode = p->split_mode.v[mo],
+            .tp = tensor ? 0 : p->tp.v[xi],
+            /* one stage: the default pipeline mode is moot, the synchronous one runs */
+            .pipeline = tensor && !p->pipeline_given ? 0 : p->pipeline.v[pi],
+            .parallel = p->parallel.v[ni],
+            .kind = BT_TEST_PP,
+        };
         for (int i = 0; i < p->n_prompt.n; i++)
             if (p->n_prompt.v[i] > 0) {
                 t[k] = base;

@@ -20,6 +20,18 @@
 /* Largest -npl: sequences at once (each holds its own KV cache slot). */
 #define BT_MAX_PARALLEL 4096
 
+/* -sm, --split-mode: how a test lays its ranks out (bt_parse_split_mode's
+ * values). layer: stages of layers, each of -tp T tensor ranks (np / T
+ * stages); tensor: all np ranks one stage that splits every layer's
+ * tensors (tp = np, whatever -tp says). */
+typedef enum bt_split_mode {
+    BT_SPLIT_MODE_LAYER = 0,
+    BT_SPLIT_MODE_TENSOR = 1,
+} bt_split_mode_t;
+
+/* "layer", "tensor" */
+const char *bt_split_mode_name(int mode);
+
 typedef struct bt_int_list {
     int *v;
     int n;
@@ -43,7 +55,11 @@ typedef struct bt_bench_params {
     char **models;
     int n_models;
     bt_int_list_t n_prompt, n_gen, batch, ubatch, threads, pipeline;
+    bool pipeline_given;    /* --pipeline on the command line (else the default list "1") */
     bt_int_list_t parallel; /* -npl/--parallel: sequences at once (default 1) */
+    bt_int_list_t split_mode; /* -sm/--split-mode: bt_split_mode_t values (default layer) */
+    bt_int_list_t tp;       /* -tp/--tensor-parallel: tensor ranks per stage of the layer
+                             * tests (default 1) */
     int groups;             /* --groups: decode groups when P > 1, pipeline 1 (0: automatic) */
     int (*pg)[2]; /* -pg pairs */
     int n_pg;
@@ -77,7 +93,10 @@ typedef struct bt_bench_params {
 typedef struct bt_bench_test {
     const char *model;
     const bt_split_t *split;
-    int threads, batch, ubatch, pipeline;
+    int threads, batch, ubatch;
+    int split_mode; /* bt_split_mode_t */
+    int tp;         /* layer: tensor ranks per stage (-tp); tensor: 0, all ranks of the run */
+    int pipeline;   /* a tensor test's is 0 when --pipeline was not given (one stage) */
     int parallel; /* P sequences, each running the whole test */
     bt_test_kind_t kind;
     int n_prompt, n_gen;
@@ -88,12 +107,25 @@ typedef struct bt_bench_test {
  * and returns BT_ERR_ARG on a bad flag. */
 bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
                                   bt_bench_params_t *p);
+
+/* Checks the tests' layouts against a run of n_ranks ranks before any
+ * runs: every -tp T of the layer tests must divide n_ranks (np = stages x
+ * T), and a tensor test's stage of n_ranks ranks must not exceed
+ * BT_TP_MAX. Every rank calls it alike; logs one message naming the value
+ * and n_ranks and returns BT_ERR_ARG otherwise. */
+bt_status_t bt_bench_params_check_ranks(const bt_bench_params_t *p, int n_ranks);
+
 void bt_bench_params_free(bt_bench_params_t *p);
 void bt_bench_usage(FILE *f);
 
 /* The tests in run order: models outermost, then split, threads, batch,
- * micro-batch, pipeline, parallel; within those pp tests, tg tests, pg tests.
- * Combinations with ubatch > batch are skipped. *tests is malloc'd. */
+ * micro-batch, split mode, -tp, pipeline, parallel; within those pp tests,
+ * tg tests, pg tests. Combinations with ubatch > batch are skipped. A
+ * tensor test is made once per other combination, not once per -tp value
+ * (its tp is 0: all ranks), and with pipeline 0 when --pipeline was not
+ * given; a tensor test with pipeline 1 (--pipeline 1 given) stays in the
+ * list: the caller skips it (one stage has nothing to pipeline). *tests is
+ * malloc'd. */
 bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, int *n);
 
 /* "pp512", "tg128", "pp512+tg128" */

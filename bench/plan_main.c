@@ -521,7 +521,7 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             if (ubs[u] < 8 && n_ub > 1)
                 continue; /* tiny micro-batches: never the best prefill */
             split(p, S, ubs[u], a->n_prompt, bounds);
-            bt_plan_pipe_t pp = {p, S, bounds, a->latency_s, a->bandwidth_Bps, node_share(a, L)};
+            bt_plan_pipe_t pp = {p, S, bounds, a->latency_s, a->bandwidth_Bps, node_share(a, L), {0}};
             const double ts = predict_pp(&pp, a->n_prompt, ubs[u], BT_PLAN_GPIPE).sim_ts;
             if (ts > best) {
                 best = ts;
@@ -541,7 +541,7 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             }
             snprintf(sp, sizeof sp, lo == hi ? "%d each" : "%d-%d each", lo, hi);
         }
-        bt_plan_pipe_t pp = {p, S, bounds, a->latency_s, a->bandwidth_Bps, node_share(a, L)};
+        bt_plan_pipe_t pp = {p, S, bounds, a->latency_s, a->bandwidth_Bps, node_share(a, L), {0}};
         if (ni == 0 || isnan(base))
             base = best / N;
         printf("| %d | %d | %s | %d | %.1f | %.1f | %.2f | %.0f%%", N, S, sp, best_ub, best,
@@ -676,7 +676,7 @@ static int run_compare(const plan_args_t *a)
          * at once share its cores (waiting ones yield them: --mca
          * mpi_yield_when_idle): all with GPipe, one with --pipeline 0 or
          * one decode group, one a group in flight */
-        bt_plan_pipe_t pp = {&L->p, r->n_ranks, bounds, lat, bw, 1.0};
+        bt_plan_pipe_t pp = {&L->p, r->n_ranks, bounds, lat, bw, 1.0, {0}};
         pred_t pr;
         const bool is_pp = r->n_gen == 0 && r->n_prompt > 0, is_tg = r->n_prompt == 0;
         if (is_pp && r->n_parallel == 1) {

@@ -26,16 +26,18 @@ typedef struct bt_bench_row {
     uint64_t model_size;      /* bytes of all tensors */
     uint64_t model_n_params;
     int n_batch, n_ubatch, n_threads, n_prompt, n_gen;
-    int n_ranks, pipeline;
+    int n_ranks, pipeline;    /* n_ranks: every rank of the run (np) */
+    char split_mode[8];       /* -sm: "layer" or "tensor" */
+    int tp;                   /* tensor ranks per stage: -tp for layer, n_ranks for tensor */
     int n_parallel;           /* -npl: sequences at once; t/s counts all of them */
-    char layer_split[128];    /* layers per rank: "15/15" */
+    char layer_split[128];    /* layers per stage: "15/15" */
     char tensor_split[128];   /* -ts as given, "" when balanced */
     char hosts[1024];         /* host of each rank, comma-separated, by rank */
     int reps;
     double *samples_ns;       /* [reps] */
     double *samples_ts;       /* [reps] */
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
-    bt_stage_time_t *stages;  /* [n_ranks] */
+    bt_stage_time_t *stages;  /* [n_ranks]: by world rank */
 } bt_bench_row_t;
 
 /* Mean and sample standard deviation (0 for fewer than 2 values). */

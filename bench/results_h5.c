@@ -30,6 +30,7 @@ typedef struct h5_stage {
     int32_t rank;
     char host[64];
     double busy_s, wait_s, send_s, recv_s;
+    double gather_s; /* of busy_s: gathers between tensor ranks */
 } h5_stage_t;
 
 typedef bt_h5_link_t h5_link_t;
@@ -116,6 +117,8 @@ static hid_t result_type(void)
     INSERT(t, h5_result_t, n_gen, H5T_NATIVE_INT32);
     INSERT(t, h5_result_t, n_ranks, H5T_NATIVE_INT32);
     INSERT(t, h5_result_t, pipeline, H5T_NATIVE_INT32);
+    INSERT_STR(t, h5_result_t, split_mode);
+    INSERT(t, h5_result_t, tp, H5T_NATIVE_INT32);
     INSERT(t, h5_result_t, n_parallel, H5T_NATIVE_INT32);
     INSERT(t, h5_result_t, reps, H5T_NATIVE_INT32);
     INSERT_STR(t, h5_result_t, layer_split);
@@ -147,6 +150,7 @@ static hid_t stage_type(void)
     INSERT(t, h5_stage_t, wait_s, H5T_NATIVE_DOUBLE);
     INSERT(t, h5_stage_t, send_s, H5T_NATIVE_DOUBLE);
     INSERT(t, h5_stage_t, recv_s, H5T_NATIVE_DOUBLE);
+    INSERT(t, h5_stage_t, gather_s, H5T_NATIVE_DOUBLE);
     return t;
 }
 
@@ -310,8 +314,8 @@ static bt_status_t check_version(hid_t f, const char *path)
                      path, BT_H5_FORMAT_VERSION);
     else if (version < BT_H5_FORMAT_VERSION)
         bt_log_error("hdf5: %s is format version %d, older than version %d that this build "
-                     "writes (it lacks fields such as n_parallel or /profile); refusing to use "
-                     "it: give --hdf5 a new file", path, version, BT_H5_FORMAT_VERSION);
+                     "writes (it lacks fields such as split_mode, tp or n_parallel); refusing "
+                     "to use it: give --hdf5 a new file", path, version, BT_H5_FORMAT_VERSION);
     else
         bt_log_error("hdf5: %s is format version %d, newer than version %d that this build "
                      "writes; refusing to append to it: give --hdf5 a new file or use a newer "
@@ -319,8 +323,8 @@ static bt_status_t check_version(hid_t f, const char *path)
     return BT_ERR_ARG;
 }
 
-/* Refuses a file whose layout is not ours, naming what differs. */
-static bt_status_t check_layout(hid_t f, const char *path)
+/* Refuses a file whose attribute 'format' is not ours. */
+static bt_status_t check_format(hid_t f, const char *path)
 {
     char format[64] = "";
     htri_t has = H5Aexists(f, "format");
@@ -343,7 +347,13 @@ static bt_status_t check_layout(hid_t f, const char *path)
         H5Eclear2(H5E_DEFAULT);
         return BT_ERR_ARG;
     }
-    if (check_version(f, path) != BT_OK)
+    return BT_OK;
+}
+
+/* Refuses a file whose layout is not this version's, naming what differs. */
+static bt_status_t check_layout(hid_t f, const char *path)
+{
+    if (check_format(f, path) != BT_OK || check_version(f, path) != BT_OK)
         return BT_ERR_ARG;
     for (int i = 0; i < D_COUNT; i++) {
         htri_t exists = H5Lexists(f, dsets[i].name, H5P_DEFAULT);
@@ -488,6 +498,7 @@ bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t 
         .pipeline = r->pipeline,
         .n_parallel = r->n_parallel,
         .reps = r->reps,
+        .tp = r->tp,
         .avg_ns = r->avg_ns,
         .stddev_ns = r->stddev_ns,
         .avg_ts = r->avg_ts,
@@ -499,6 +510,7 @@ bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t 
     COPY(model_filename);
     COPY(model_type);
     COPY(backend);
+    COPY(split_mode);
     COPY(layer_split);
     COPY(tensor_split);
 #undef COPY
@@ -533,6 +545,7 @@ bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t 
         stages[i].wait_s = s->wait;
         stages[i].send_s = s->send;
         stages[i].recv_s = s->recv;
+        stages[i].gather_s = s->gather;
     }
     /* samples and stage times first: a row in /results means its details
      * are complete */
@@ -574,8 +587,43 @@ bt_status_t bt_h5_append_profile(const char *path, const bt_profile_row_t *rows,
     return close_file(f, path, st);
 }
 
-/* Every row of dataset which into *rows (records of size rec). */
-static bt_status_t read_rows(const char *path, int which, size_t rec, void **rows, int *n)
+/* The fields version 5 added: a version 4 dataset lacks them and only them. */
+static bool added_in_v5(const char *name)
+{
+    return !strcmp(name, "split_mode") || !strcmp(name, "tp") || !strcmp(name, "gather_s");
+}
+
+/* An older version's dataset /name of file type ft against this build's
+ * type mt: the same members by name, but for those added since. HDF5 reads
+ * by name, leaving a member the file lacks as it was in the buffer. */
+static bt_status_t check_older_type(hid_t ft, hid_t mt, const char *path, const char *name,
+                                    int version)
+{
+    bool ok = H5Tget_class(ft) == H5T_COMPOUND;
+    const int n_mt = ok ? H5Tget_nmembers(mt) : 0, n_ft = ok ? H5Tget_nmembers(ft) : 0;
+    for (int i = 0; ok && i < n_mt; i++) {
+        char *m = H5Tget_member_name(mt, (unsigned)i);
+        ok = H5Tget_member_index(ft, m) >= 0 || added_in_v5(m);
+        H5free_memory(m);
+    }
+    for (int i = 0; ok && i < n_ft; i++) {
+        char *m = H5Tget_member_name(ft, (unsigned)i);
+        ok = H5Tget_member_index(mt, m) >= 0;
+        H5free_memory(m);
+    }
+    H5Eclear2(H5E_DEFAULT);
+    if (!ok) {
+        bt_log_error("hdf5: %s: dataset /%s is not of format version %d's layout; refusing to "
+                     "read it", path, name, version);
+        return BT_ERR_ARG;
+    }
+    return BT_OK;
+}
+
+/* Every row of dataset which into *rows (records of size rec, each set
+ * to *init first: the defaults of the fields an older version lacks). */
+static bt_status_t read_rows(const char *path, int which, size_t rec, const void *init,
+                             void **rows, int *n)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     *rows = NULL;
@@ -587,13 +635,32 @@ static bt_status_t read_rows(const char *path, int which, size_t rec, void **row
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
         return h5_error(path, "opening the file for reading");
-    bt_status_t st = check_layout(f, path);
     hid_t d = -1, type = -1, sp = -1;
+    bt_status_t st = check_format(f, path);
+    const int version = st == BT_OK ? read_format_version(f) : -1;
+    H5Eclear2(H5E_DEFAULT);
     if (st != BT_OK)
         goto done;
+    if (version == BT_H5_FORMAT_VERSION || version < 0) { /* < 0: check_version says why */
+        if ((st = check_layout(f, path)) != BT_OK)
+            goto done;
+    } else if (version < BT_H5_READ_VERSION_MIN || version > BT_H5_FORMAT_VERSION) {
+        bt_log_error("hdf5: %s is format version %d; this build reads versions %d to %d", path,
+                     version, BT_H5_READ_VERSION_MIN, BT_H5_FORMAT_VERSION);
+        st = BT_ERR_ARG;
+        goto done;
+    }
     d = H5Dopen2(f, dsets[which].name, H5P_DEFAULT);
     type = dsets[which].type();
     BT_H5_CHECK(d, "opening a dataset");
+    if (version < BT_H5_FORMAT_VERSION) {
+        hid_t ft = H5Dget_type(d);
+        BT_H5_CHECK(ft, "reading a dataset's type");
+        st = check_older_type(ft, type, path, dsets[which].name, version);
+        H5Tclose(ft);
+        if (st != BT_OK)
+            goto done;
+    }
     sp = H5Dget_space(d);
     hsize_t count;
     H5Sget_simple_extent_dims(sp, &count, NULL);
@@ -602,6 +669,8 @@ static bt_status_t read_rows(const char *path, int which, size_t rec, void **row
         st = BT_ERR_NOMEM;
         goto done;
     }
+    for (hsize_t i = 0; init != NULL && i < count; i++)
+        memcpy((char *)*rows + i * rec, init, rec);
     if (count > 0)
         BT_H5_CHECK(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, *rows), "reading rows");
     *n = (int)count;
@@ -622,17 +691,18 @@ done:
 
 bt_status_t bt_h5_read_profile(const char *path, bt_profile_row_t **rows, int *n)
 {
-    return read_rows(path, D_PROFILE, sizeof **rows, (void **)rows, n);
+    return read_rows(path, D_PROFILE, sizeof **rows, NULL, (void **)rows, n);
 }
 
 bt_status_t bt_h5_read_results(const char *path, bt_h5_result_t **rows, int *n)
 {
-    return read_rows(path, D_RESULTS, sizeof **rows, (void **)rows, n);
+    static const bt_h5_result_t v4 = {.split_mode = "layer", .tp = 1}; /* what version 4 ran */
+    return read_rows(path, D_RESULTS, sizeof **rows, &v4, (void **)rows, n);
 }
 
 bt_status_t bt_h5_read_links(const char *path, bt_h5_link_t **rows, int *n)
 {
-    return read_rows(path, D_LINKS, sizeof **rows, (void **)rows, n);
+    return read_rows(path, D_LINKS, sizeof **rows, NULL, (void **)rows, n);
 }
 
 bt_status_t bt_h5_append_plan(const char *path, const bt_plan_row_t *rows, int n)

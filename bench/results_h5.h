@@ -2,14 +2,16 @@
  * results_h5.h: baton-bench results in an HDF5 file (rank 0 only; the only
  * place besides tests that includes hdf5.h).
  *
- * Layout (format "baton-bench results", version 3), every dataset 1-D,
+ * Layout (format "baton-bench results", version 5), every dataset 1-D,
  * chunked and extendible, of a compound type:
  *   /runs         one row per invocation: provenance (command line, build
  *                 commit, configure options, MPI library, CPU, Slurm job id,
  *                 rank->host map, start time)
- *   /results      one row per test, with its run_id and n_parallel
+ *   /results      one row per test, with its run_id, n_parallel, split_mode
+ *                 ("layer" or "tensor") and tp (tensor ranks per stage)
  *   /samples      one row per repetition (row_id, rep, ns, t/s)
- *   /stage_times  one row per test and rank (busy, wait, send, recv seconds)
+ *   /stage_times  one row per test and rank (busy, wait, send, recv seconds,
+ *                 and gather: the part of busy in gathers between tensor ranks)
  *   /links        one row per run and pipeline link s -> s+1: the link
  *                 probe's latency and bandwidth (stages/linkprobe.h)
  *   /profile      `--profile`: one row per measured cost (a layer, the head,
@@ -23,7 +25,9 @@
  * later leaves every finished row readable, and existing rows are never
  * rewritten. A file with another layout, or of another format version
  * (an older one lacks fields this build writes), is refused before it is
- * opened for writing, so it is left untouched.
+ * opened for writing, so it is left untouched. The readers also take
+ * version 4 (BT_H5_READ_VERSION_MIN), whose rows lack the fields version 5
+ * added: they read as split_mode "layer", tp 1 (what version 4 ran).
  */
 #ifndef BT_BENCH_RESULTS_H5_H
 #define BT_BENCH_RESULTS_H5_H
@@ -34,7 +38,11 @@
 #include "report.h"
 
 #define BT_H5_FORMAT "baton-bench results"
-#define BT_H5_FORMAT_VERSION 4 /* 2: /links; 3: n_parallel in /results; 4: /profile, /plan */
+/* 2: /links; 3: n_parallel in /results; 4: /profile, /plan; 5: split_mode and tp in
+ * /results, gather_s in /stage_times */
+#define BT_H5_FORMAT_VERSION 5
+/* The oldest version the readers (bt_h5_read_*) take. */
+#define BT_H5_READ_VERSION_MIN 4
 
 typedef struct bt_run_info {
     char start_time[32];
@@ -80,7 +88,9 @@ typedef struct bt_h5_result {
     char test_time[32], test[48], model_filename[512], model_type[64], backend[16];
     uint64_t model_size, model_n_params;
     int32_t n_batch, n_ubatch, n_threads, n_prompt, n_gen, n_ranks, pipeline, n_parallel, reps;
-    char layer_split[128], tensor_split[128];
+    int32_t tp;               /* tensor ranks per stage (version 4: 1) */
+    char split_mode[8];       /* "layer" or "tensor" (version 4: "layer") */
+    char layer_split[128], tensor_split[128]; /* layers per stage; -ts */
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
 } bt_h5_result_t;
 
@@ -120,9 +130,11 @@ bt_status_t bt_h5_append_plan(const char *path, const bt_plan_row_t *rows, int n
 /* Appends a run's profile rows (--profile), run_id set by the caller. */
 bt_status_t bt_h5_append_profile(const char *path, const bt_profile_row_t *rows, int n);
 
-/* Every row of /profile, /results or /links of a results file of this
- * format version (malloc'd into *rows, *n of them; free() it). A file of
- * another layout or version is refused with one message. */
+/* Every row of /profile, /results or /links of a results file of format
+ * version BT_H5_READ_VERSION_MIN to BT_H5_FORMAT_VERSION (malloc'd into
+ * *rows, *n of them; free() it); a field the file's version lacks reads as
+ * its default (bt_h5_result_t says which). A file of another layout or
+ * version is refused with one message. */
 bt_status_t bt_h5_read_profile(const char *path, bt_profile_row_t **rows, int *n);
 bt_status_t bt_h5_read_results(const char *path, bt_h5_result_t **rows, int *n);
 bt_status_t bt_h5_read_links(const char *path, bt_h5_link_t **rows, int *n);

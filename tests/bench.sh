@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # baton-bench end to end: HDF5 results with 1 and 2 ranks read back by
-# check_results (append keeps old rows), the kernel benchmark's report and
-# the json/jsonl/csv outputs. (Bad flags and unwritable or foreign HDF5
+# check_results (append keeps old rows), the kernel benchmark's report,
+# the json/jsonl/csv outputs, and -sm layer,tensor and -tp (rows of each
+# layout, the skipped tensor tests with --pipeline 1, a -tp that does not
+# divide the ranks refused). (Bad flags and unwritable or foreign HDF5
 # files: tests/bad_input.sh; a rank killed mid-run: tests/rank_death.sh.)
 set -u
 bin=${BT_BUILDDIR:-$(pwd)}
@@ -71,11 +73,13 @@ else
 fi
 grep -q '| pp32 |' "$tmp/md1" && grep -q '| tg8 |' "$tmp/md1" && ok "markdown rows" ||
     { bad "markdown rows"; cat "$tmp/md1"; }
-# the columns, llama-bench style: every one shown, parallel (-npl) 1 by default
-md_head='| model | size | params | backend | threads | ranks | split | pipeline | ub | parallel | test | t/s |'
+# the columns, llama-bench style: every one shown, sm layer and tp 1 and
+# parallel (-npl) 1 by default
+md_head='| model | size | params | backend | threads | ranks | split | pipeline | sm | tp | ub | parallel | test | t/s |'
 if [ "$(head -1 "$tmp/md1")" = "$md_head" ] &&
-    [ "$(awk -F'|' 'NR > 2 && NF == 14 && $11 == " 1 " && $4 != ""' "$tmp/md1" | wc -l)" -eq 2 ]
-then ok "markdown header and 12 cells a row, parallel 1"
+    [ "$(awk -F'|' 'NR > 2 && NF == 16 && $10 == " layer " && $11 == " 1 " && $13 == " 1 " &&
+        $4 != ""' "$tmp/md1" | wc -l)" -eq 2 ]
+then ok "markdown header and 14 cells a row, sm layer, tp 1, parallel 1"
 else bad "markdown columns"; cat "$tmp/md1"; fi
 cp "$h5" "$tmp/before.h5"
 "$bin/tests/check_results" "$h5" 1 2 4 none >"$tmp/chk" 2>&1 && ok "1-rank file reads back" ||
@@ -97,11 +101,12 @@ else bad "append check against a foreign before-file"; cat "$tmp/chk" "$tmp/err"
 if mpi 3 "$b" -m "$m" -p 8 -n 0 -r 1 -t 1 -v >/dev/null 2>"$tmp/err" &&
     [ "$(grep -cE 'link [01] -> [12] \(.*\): latency [0-9.]+ us, bandwidth [0-9.]+ MB/s' "$tmp/err")" -eq 2 ]
 then ok "-v prints the 2 links of 3 ranks"; else bad "-v link probe lines"; cat "$tmp/err"; fi
-# the writer alone: n_parallel round trip; older and newer format versions
-# refused with their bytes and mtime unchanged
+# the writer alone: n_parallel, split_mode, tp and gather_s round trips;
+# older (4 included) and newer format versions refused with their bytes and
+# mtime unchanged; the reader takes versions 4 and 5 only
 mkdir -p "$tmp/writer"
 "$bin/tests/check_results" --writer "$tmp/writer" >"$tmp/chk" 2>&1 &&
-    ok "HDF5 writer: n_parallel read back, files of other versions refused untouched" ||
+    ok "HDF5 writer: n_parallel, split_mode, tp, gather_s read back; other versions refused" ||
     { bad "HDF5 writer"; cat "$tmp/chk"; }
 if command -v h5dump >/dev/null; then
     h5dump -H "$h5" >/dev/null 2>&1 && ok "h5dump reads the file" || bad "h5dump"
@@ -138,7 +143,7 @@ PY
 then ok "-npl rows: n_parallel by test, t/s = P x tokens per repetition, a trace per test"
 else bad "-npl rows and traces"; cat "$tmp/npl.jsonl"; ls "$tmp/npl-traces"; fi
 if mpi 3 "$b" -m "$m" -p 8 -n 4 -r 1 -t 1 -ub 4 -npl 4 --groups 2 -v >"$tmp/npl.md" 2>"$tmp/err" &&
-    [ "$(awk -F'|' 'NR > 2 && $11 == " 4 "' "$tmp/npl.md" | wc -l)" -eq 2 ] &&
+    [ "$(awk -F'|' 'NR > 2 && $13 == " 4 "' "$tmp/npl.md" | wc -l)" -eq 2 ] &&
     [ "$(grep -c 'bubble: measured' "$tmp/err")" -eq 2 ]
 then ok "-npl 4 --groups 2 on 3 ranks: parallel column, stage figures"
 else bad "-npl 4 --groups 2 on 3 ranks"; cat "$tmp/npl.md" "$tmp/err"; fi
@@ -178,5 +183,60 @@ assert c[0]["n_parallel"] == "1", c[0]
 PY
 then ok "json, jsonl and csv parse and hold the samples; avg and stddev (ns, t/s) are theirs"
 else bad "json/jsonl/csv"; fi
+
+# ---- -sm and -tp ----
+# the reference command: layer with pipeline 0 and 1, tensor with 0 (pp and
+# tg each); tensor with --pipeline 1 is skipped with one note from rank 0
+if mpi 2 "$b" -m "$m" -sm layer,tensor --pipeline 0,1 -p 2048 -n 128 -ub 512 -t 1 -o jsonl \
+    --hdf5 "$tmp/sm.h5" >"$tmp/sm.jsonl" 2>"$tmp/err"
+then ok "-sm layer,tensor --pipeline 0,1 on 2 ranks"; else bad "-sm layer,tensor"; cat "$tmp/err"; fi
+if python3 - "$tmp/sm.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+got = [(r["test"], r["split_mode"], r["pipeline"], r["tp"], r["layer_split"]) for r in rows]
+want = [(t, "layer", p, 1, "2/2") for p in (0, 1) for t in ("pp2048", "tg128")] + \
+       [(t, "tensor", 0, 2, "4") for t in ("pp2048", "tg128")]
+assert got == want, got
+assert all(r["n_ranks"] == 2 for r in rows), rows
+PY
+then ok "rows layer/0, layer/1, tensor/0 (pp2048, tg128 each): split_mode, pipeline, tp, layer_split"
+else bad "-sm rows"; cat "$tmp/sm.jsonl"; fi
+note='skipped: pp2048, tg128 (-ub 512, -npl 1): -sm tensor with --pipeline 1 (one stage has nothing to pipeline)'
+if [ "$(grep -c 'skipped' "$tmp/err")" -eq 1 ] && grep -qxF "[rank 0] info: $note" "$tmp/err"
+then ok "one skip note, from rank 0: $note"
+else bad "skip note"; cat "$tmp/err"; fi
+"$bin/tests/check_results" "$tmp/sm.h5" 1 6 4 none >"$tmp/chk" 2>&1 &&
+    ok "-sm file reads back: split_mode, tp, one stage for tensor, gather seconds on tensor ranks" ||
+    { bad "-sm file"; cat "$tmp/chk"; }
+# stages of 2 tensor ranks on 4 ranks (-tp 2) beside -tp 1; a skipped first
+# test keeps the json a valid array
+if mpi 4 "$b" -m "$m" -tp 1,2 -p 32 -n 4 -ub 8 -r 1 -t 1 --hdf5 "$tmp/tp.h5" -o csv \
+    >"$tmp/tp.csv" 2>"$tmp/err" &&
+    mpi 2 "$b" -m "$m" -sm tensor,layer --pipeline 1,0 -p 8 -n 0 -r 1 -t 1 -o json \
+    >"$tmp/sm.json" 2>>"$tmp/err" &&
+    python3 - "$tmp/tp.csv" "$tmp/sm.json" <<'PY'
+import csv, json, sys
+c = list(csv.DictReader(open(sys.argv[1])))
+got = [(r["test"], r["split_mode"], r["tp"], r["layer_split"], r["n_ranks"]) for r in c]
+assert got == [(t, "layer", tp, split, "4") for tp, split in (("1", "1/1/1/1"), ("2", "2/2"))
+               for t in ("pp32", "tg4")], got
+rows = json.load(open(sys.argv[2]))
+got = [(r["split_mode"], r["pipeline"], r["tp"]) for r in rows]
+assert got == [("tensor", 0, 2), ("layer", 1, 1), ("layer", 0, 1)], got
+PY
+then ok "-tp 1,2 on 4 ranks: tp and layers per stage; json with a skipped first test"
+else bad "-tp 1,2 on 4 ranks or json after a skip"; cat "$tmp/tp.csv" "$tmp/sm.json" "$tmp/err"; fi
+"$bin/tests/check_results" "$tmp/tp.h5" 1 4 4 none >"$tmp/chk" 2>&1 &&
+    ok "-tp 2 file reads back: only each stage's leader sends and receives" ||
+    { bad "-tp 2 file"; cat "$tmp/chk"; }
+# a -tp that does not divide the ranks: refused before any test, every rank
+# exits (no hang), rank 0 reports once, naming -tp and the rank count
+mpi 2 "$b" -m "$m" -tp 1,3 -p 8 -n 0 -r 1 -t 1 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] && [ ! -s "$tmp/out" ] &&
+    [ "$(grep -c 'error:' "$tmp/err")" -eq 1 ] &&
+    grep -q '^\[rank 0\] error: -tp 3 does not divide the 2 ranks into stages' "$tmp/err"
+then ok "-tp 3 on 2 ranks refused (exit $rc): $(grep 'error:' "$tmp/err")"
+else bad "-tp 3 on 2 ranks: exit $rc"; cat "$tmp/out" "$tmp/err"; fi
 
 tap_done

@@ -1,8 +1,10 @@
 /* check_bench_params.c: baton-bench's lists, ranges, flags and the
  * cartesian product of tests. */
 #include <check.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "params.h"
 #include "testutil.h"
@@ -56,6 +58,14 @@ static bt_status_t parse(bt_bench_params_t *p, const char *line)
     return bt_bench_params_parse(argc, argv, 3, p);
 }
 
+/* The layout of a test: split mode, tp, pipeline. */
+static void expect_layout(const bt_bench_test_t *t, int mode, int tp, int pipeline)
+{
+    ck_assert_msg(t->split_mode == mode && t->tp == tp && t->pipeline == pipeline,
+                  "test: -sm %d -tp %d pipeline %d, want %d %d %d", t->split_mode, t->tp,
+                  t->pipeline, mode, tp, pipeline);
+}
+
 START_TEST(test_flags_and_product)
 {
     bt_bench_params_t p;
@@ -85,8 +95,10 @@ START_TEST(test_flags_and_product)
     ck_assert_str_eq(name, "pp64+tg8");
     ck_assert_int_eq(t[4].pipeline, 1); /* pipeline varies fastest after the tests */
     ck_assert_str_eq(t[n - 1].model, "b.gguf");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         ck_assert_int_eq(t[i].parallel, 1); /* the default: one sequence */
+        expect_layout(&t[i], BT_SPLIT_MODE_LAYER, 1, i / 4 % 2); /* -sm layer -tp 1 */
+    }
     free(t);
     bt_bench_params_free(&p);
 
@@ -141,6 +153,162 @@ START_TEST(test_parallel)
 }
 END_TEST
 
+/* -sm and -tp join the product after -ub, before --pipeline; a tensor test
+ * is made once per other combination (tp 0: all ranks), with pipeline 0
+ * when --pipeline is not given; with --pipeline 1 given it stays in the
+ * list for bench.c to skip. */
+START_TEST(test_split_mode)
+{
+    bt_bench_params_t p;
+    bt_bench_test_t *t;
+    int n;
+    /* the reference command: layer/0, layer/1, tensor/0, tensor/1 (skipped by bench.c) */
+    ck_assert_int_eq(parse(&p, "-m a.gguf -sm layer,tensor --pipeline 0,1 -p 2048 -n 128 "
+                               "-ub 512"),
+                     BT_OK);
+    ck_assert(p.split_mode.n == 2 && p.split_mode.v[0] == BT_SPLIT_MODE_LAYER &&
+              p.split_mode.v[1] == BT_SPLIT_MODE_TENSOR);
+    ck_assert(p.tp.n == 1 && p.tp.v[0] == 1);
+    ck_assert(p.pipeline_given);
+    ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
+    ck_assert_int_eq(n, 8);
+    static const int want[4][3] = {{BT_SPLIT_MODE_LAYER, 1, 0}, {BT_SPLIT_MODE_LAYER, 1, 1},
+                                   {BT_SPLIT_MODE_TENSOR, 0, 0}, {BT_SPLIT_MODE_TENSOR, 0, 1}};
+    for (int i = 0; i < n; i++) {
+        expect_layout(&t[i], want[i / 2][0], want[i / 2][1], want[i / 2][2]);
+        ck_assert_int_eq(t[i].kind, i % 2 ? BT_TEST_TG : BT_TEST_PP);
+    }
+    free(t);
+    bt_bench_params_free(&p);
+
+    /* -sm tensor alone: --pipeline not given, so pipeline 0 (one stage) */
+    ck_assert_int_eq(parse(&p, "-m a.gguf -sm tensor -p 64 -n 0"), BT_OK);
+    ck_assert(!p.pipeline_given);
+    ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
+    ck_assert_int_eq(n, 1);
+    expect_layout(&t[0], BT_SPLIT_MODE_TENSOR, 0, 0);
+    free(t);
+    bt_bench_params_free(&p);
+
+    /* -tp varies the layer tests only: layer -tp 1, 2, 4 and tensor once,
+     * each with -ub 16 and 32 outside them and -npl 1,2 inside */
+    ck_assert_int_eq(parse(&p, "-m a.gguf -p 64 -n 0 -ub 16,32 --split-mode layer,tensor "
+                               "--tensor-parallel 1-4*2 -npl 1,2"),
+                     BT_OK);
+    ck_assert(p.tp.n == 3 && p.tp.v[0] == 1 && p.tp.v[1] == 2 && p.tp.v[2] == 4);
+    ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
+    ck_assert_int_eq(n, 2 * (3 + 1) * 2);
+    static const int want_tp[4] = {1, 2, 4, 0};
+    for (int i = 0; i < n; i++) {
+        const int layout = i / 2 % 4; /* -npl fastest, then tp, split mode, -ub */
+        /* --pipeline not given: the layer tests' default 1, the tensor test's 0 */
+        expect_layout(&t[i], layout < 3 ? BT_SPLIT_MODE_LAYER : BT_SPLIT_MODE_TENSOR,
+                      want_tp[layout], layout < 3);
+        ck_assert_int_eq(t[i].parallel, i % 2 ? 2 : 1);
+        ck_assert_int_eq(t[i].ubatch, i < n / 2 ? 16 : 32);
+    }
+    free(t);
+    bt_bench_params_free(&p);
+
+    /* the last -sm wins, as for the other lists; tensor then layer keeps that order */
+    ck_assert_int_eq(parse(&p, "-m a.gguf -p 8 -n 0 -sm layer -sm tensor,layer --pipeline 0"),
+                     BT_OK);
+    ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
+    ck_assert_int_eq(n, 2);
+    expect_layout(&t[0], BT_SPLIT_MODE_TENSOR, 0, 0);
+    expect_layout(&t[1], BT_SPLIT_MODE_LAYER, 1, 0);
+    free(t);
+    bt_bench_params_free(&p);
+    ck_assert_str_eq(bt_split_mode_name(BT_SPLIT_MODE_LAYER), "layer");
+    ck_assert_str_eq(bt_split_mode_name(BT_SPLIT_MODE_TENSOR), "tensor");
+}
+END_TEST
+
+/* What parse (or, with n_ranks > 0, the rank check after it) logs, into
+ * msg; its status. */
+static bt_status_t parse_log(const char *line, int n_ranks, char *msg, size_t size)
+{
+    char log[] = "/tmp/check_bench_params-XXXXXX";
+    int fd = mkstemp(log);
+    ck_assert(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    bt_bench_params_t p;
+    bt_status_t st = parse(&p, line);
+    if (st == BT_OK && n_ranks > 0)
+        st = bt_bench_params_check_ranks(&p, n_ranks);
+    bt_bench_params_free(&p);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ssize_t got = pread(fd, msg, size - 1, 0);
+    msg[got > 0 ? got : 0] = '\0';
+    close(fd);
+    unlink(log);
+    return st;
+}
+
+/* Bad -sm and -tp values and layouts: refused with one message naming the
+ * value (and the rank count) and the reason. */
+START_TEST(test_split_mode_limits)
+{
+    static const struct {
+        const char *line;
+        int n_ranks; /* 0: the parse alone */
+        const char *want;
+    } bad[] = {
+        {"-m a.gguf -sm row", 0, "-sm: 'row' is not one of layer, tensor"},
+        {"-m a.gguf --split-mode layer,rows", 0, "--split-mode: 'rows' is not one of layer"},
+        {"-m a.gguf -sm layer,,tensor", 0, "-sm: 'layer,,tensor' has an empty item"},
+        {"-m a.gguf -sm", 0, "option '-sm' needs a value"},
+        {"-m a.gguf -tp 0", 0, "-tp: 0 is out of range (1..64)"},
+        {"-m a.gguf --tensor-parallel 1,65", 0, "--tensor-parallel: 65 is out of range"},
+        {"-m a.gguf -tp x", 0, "-tp: 'x' is not an integer or range"},
+        {"-m a.gguf -tp", 0, "option '-tp' needs a value"},
+        /* every test skipped: nothing would run */
+        {"-m a.gguf -sm tensor --pipeline 1", 0, "nothing to run: every test is -sm tensor "
+                                                 "with --pipeline 1"},
+        {"-m a.gguf --profile -tp 2", 0, "--profile times whole layers on one rank; -tp 2"},
+        /* the layouts against the ranks: every layer -tp must divide them */
+        {"-m a.gguf -tp 3", 2, "-tp 3 does not divide the 2 ranks into stages"},
+        {"-m a.gguf -tp 1,2,4", 6, "-tp 4 does not divide the 6 ranks into stages"},
+        {"-m a.gguf -sm tensor,layer -tp 2", 3, "-tp 2 does not divide the 3 ranks"},
+        {"-m a.gguf -sm tensor", 65, "-sm tensor makes all 65 ranks one stage"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char msg[1024];
+        bt_status_t st = parse_log(bad[i].line, bad[i].n_ranks, msg, sizeof msg);
+        ck_assert_msg(st == BT_ERR_ARG, "'%s' on %d ranks was accepted", bad[i].line,
+                      bad[i].n_ranks);
+        ck_assert_msg(strstr(msg, bad[i].want) != NULL, "'%s': message '%s' lacks '%s'",
+                      bad[i].line, msg, bad[i].want);
+        int lines = 0;
+        for (const char *c = msg; *c; c++)
+            lines += *c == '\n';
+        ck_assert_msg(lines == 1, "'%s': %d lines: '%s'", bad[i].line, lines, msg);
+    }
+    /* and what fits: -tp dividing the ranks; tensor tests whatever -tp says */
+    static const struct {
+        const char *line;
+        int n_ranks;
+    } good[] = {
+        {"-m a.gguf", 1},
+        {"-m a.gguf -tp 1,2,4", 8},
+        {"-m a.gguf -sm tensor -tp 3", 2},
+        {"-m a.gguf -sm tensor --pipeline 0,1", 2},
+        {"-m a.gguf -sm layer,tensor -tp 2 --pipeline 1", 4},
+        {"-m a.gguf --profile -tp 1", 0},
+        {"-m a.gguf -sm tensor", 64},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char msg[1024];
+        ck_assert_msg(parse_log(good[i].line, good[i].n_ranks, msg, sizeof msg) == BT_OK,
+                      "'%s' on %d ranks was refused: %s", good[i].line, good[i].n_ranks, msg);
+    }
+}
+END_TEST
+
 START_TEST(test_defaults)
 {
     bt_bench_params_t p;
@@ -151,6 +319,9 @@ START_TEST(test_defaults)
     ck_assert_int_eq(p.ubatch.v[0], 512);
     ck_assert_int_eq(p.pipeline.v[0], 1);
     ck_assert(p.parallel.n == 1 && p.parallel.v[0] == 1);
+    ck_assert(p.split_mode.n == 1 && p.split_mode.v[0] == BT_SPLIT_MODE_LAYER);
+    ck_assert(p.tp.n == 1 && p.tp.v[0] == 1);
+    ck_assert(!p.pipeline_given);
     ck_assert_int_eq(p.groups, 0);
     ck_assert_int_eq(p.reps, 5);
     ck_assert(p.warmup);
@@ -191,11 +362,13 @@ int main(void)
     tcase_add_test(tc, test_lists);
     tcase_add_test(tc, test_flags_and_product);
     tcase_add_test(tc, test_parallel);
+    tcase_add_test(tc, test_split_mode);
     tcase_add_test(tc, test_defaults);
     suite_add_tcase(s, tc);
     tc = tcase_create("limits");
     tcase_add_test(tc, test_bad_lists);
     tcase_add_test(tc, test_bad_flags);
+    tcase_add_test(tc, test_split_mode_limits);
     suite_add_tcase(s, tc);
     int failed = tu_run(s);
     return failed == 0 ? 0 : 1;

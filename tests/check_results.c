@@ -10,13 +10,21 @@
  * BEFORE.h5 (a copy taken before an append), that the rows it held are
  * unchanged byte for byte; "none" says the file has no earlier copy (a
  * first write), so no call can skip the comparison by leaving it out.
+ * Rows of -sm tensor and -tp T hold their layout: layer_split has
+ * n_ranks / tp stages, and on a stage of tensor ranks only its leader
+ * sends or receives activations while every rank spends part of its busy
+ * time in gathers (gather_s; 0 without tensor ranks).
  *   check_results --set-version FILE N
  * rewrites FILE's format_version to N (tests/bad_input.sh);
+ *   check_results --read FILE
+ * reads FILE's /results with the readers baton-plan uses (bt_h5_read_results:
+ * this version and version 4) and prints a line per row: test, split_mode,
+ * tp, pipeline (tests/plots.sh); exit 1 when it is refused;
  *   check_results --writer DIR
- * instead drives the writer (bench/results_h5.c) itself in DIR: a row with
- * n_parallel written and read back, and files of an older and a newer
- * format version refused with a message that names both versions, their
- * bytes and modification time left as they were.
+ * instead drives the writer (bench/results_h5.c) itself in DIR: rows with
+ * n_parallel, split_mode, tp and gather seconds written and read back, and
+ * files of an older and a newer format version refused with a message that
+ * names both versions, their bytes and modification time left as they were.
  */
 #include <check.h>
 #include <fcntl.h>
@@ -80,7 +88,8 @@ START_TEST(test_layout_and_runs)
     H5Aread(a, H5T_NATIVE_INT, &version);
     H5Aclose(a);
     ck_assert_int_eq(version, BT_H5_FORMAT_VERSION);
-    ck_assert_int_eq(version, 4); /* 3: n_parallel in /results; 4: /profile, /plan */
+    /* 3: n_parallel in /results; 4: /profile, /plan; 5: split_mode, tp, gather_s */
+    ck_assert_int_eq(version, 5);
     for (int i = 0; i < 2; i++) { /* a benchmark writes neither */
         const char *name = i ? "plan" : "profile";
         hsize_t rows;
@@ -206,6 +215,18 @@ START_TEST(test_rows)
         int ranks = FIELD(res, szr, r, int32_t, member(tr, "n_ranks"));
         int pipeline = FIELD(res, szr, r, int32_t, member(tr, "pipeline"));
         ck_assert(pipeline == 0 || pipeline == 1);
+        /* the layout: -sm layer stages of tp tensor ranks; -sm tensor one
+         * stage of every rank, never with pipeline 1 (skipped) */
+        const char *mode = FSTR(res, szr, r, member(tr, "split_mode"));
+        int tp = FIELD(res, szr, r, int32_t, member(tr, "tp"));
+        ck_assert_msg(!strcmp(mode, "layer") || !strcmp(mode, "tensor"),
+                      "row %llu: split_mode '%s'", (unsigned long long)r, mode);
+        ck_assert_msg(tp >= 1 && ranks % tp == 0, "row %llu: tp %d of %d ranks",
+                      (unsigned long long)r, tp, ranks);
+        if (!strcmp(mode, "tensor"))
+            ck_assert_msg(tp == ranks && pipeline == 0, "row %llu: -sm tensor with tp %d of %d "
+                          "ranks, pipeline %d", (unsigned long long)r, tp, ranks, pipeline);
+        const int n_stages = ranks / tp;
         int npl = FIELD(res, szr, r, int32_t, member(tr, "n_parallel"));
         ck_assert_int_ge(npl, 1);
         ck_assert_int_ge(FIELD(res, szr, r, int32_t, member(tr, "n_ubatch")), 1);
@@ -221,7 +242,7 @@ START_TEST(test_rows)
             c = *end == '/' ? end + 1 : end;
         }
         ck_assert_int_eq(sum, n_layer);
-        ck_assert_int_eq(parts, ranks);
+        ck_assert_int_eq(parts, n_stages);
         /* t/s per repetition; the averages and sample standard deviations
          * are those of this row's samples */
         double sum_ts = 0, sum_ns = 0, sq_ts = 0, sq_ns = 0;
@@ -264,7 +285,10 @@ START_TEST(test_rows)
          * send + receive. Rank 0 receives activations from no one and the
          * last rank sends them to no one (its token goes untraced); every
          * other rank sends, and blocks at least in the final drain, and
-         * receives, and blocks at least on its first micro-batch. */
+         * receives, and blocks at least on its first micro-batch. With
+         * tensor ranks this holds for each stage's leader (tp_rank 0); the
+         * others neither send nor receive, and every rank of such a stage
+         * spends part of busy in gathers. */
         double wall = sum_ns * 1e-9;
         int stages = 0;
         for (hsize_t i = 0; i < nst; i++)
@@ -274,6 +298,9 @@ START_TEST(test_rows)
                 double wait = FIELD(stg, szt, i, double, member(tt, "wait_s"));
                 double send = FIELD(stg, szt, i, double, member(tt, "send_s"));
                 double recv = FIELD(stg, szt, i, double, member(tt, "recv_s"));
+                double gather = FIELD(stg, szt, i, double, member(tt, "gather_s"));
+                const int stage = stages / tp;
+                const bool leader = stages % tp == 0;
                 ck_assert_msg(isfinite(busy) && isfinite(wait) && isfinite(send) &&
                                   isfinite(recv) && busy > 0 && wait >= 0 && send >= 0 &&
                                   recv >= 0,
@@ -287,12 +314,16 @@ START_TEST(test_rows)
                     ck_assert_msg(fabs(wait - (send + recv)) <= 1e-9 * wait + 1e-12,
                                   "row %llu rank %d: wait %g s != send %g + recv %g",
                                   (unsigned long long)r, stages, wait, send, recv);
-                ck_assert_msg((recv > 0) == (stages > 0),
-                              "row %llu rank %d of %d: recv %g s", (unsigned long long)r, stages,
-                              ranks, recv);
-                ck_assert_msg((send > 0) == (stages < ranks - 1),
-                              "row %llu rank %d of %d: send %g s", (unsigned long long)r, stages,
-                              ranks, send);
+                ck_assert_msg((recv > 0) == (leader && stage > 0),
+                              "row %llu rank %d of %d (stage %d of %d): recv %g s",
+                              (unsigned long long)r, stages, ranks, stage, n_stages, recv);
+                ck_assert_msg((send > 0) == (leader && stage < n_stages - 1),
+                              "row %llu rank %d of %d (stage %d of %d): send %g s",
+                              (unsigned long long)r, stages, ranks, stage, n_stages, send);
+                ck_assert_msg(isfinite(gather) && (tp > 1 ? gather > 0 && gather <= busy
+                                                          : gather == 0),
+                              "row %llu rank %d, tp %d: gather %g s of busy %g s",
+                              (unsigned long long)r, stages, tp, gather, busy);
                 /* a rank's events lie in its repetitions, which start at its
                  * own barrier exit and end at its own finish, a little
                  * apart from rank 0's timed window: slack for a loaded
@@ -364,7 +395,7 @@ typedef struct fake_row {
     bt_stage_time_t stages[2];
 } fake_row_t;
 
-static void fake_row_init(fake_row_t *f, int n_parallel)
+static void fake_row_init_layout(fake_row_t *f, int n_parallel, const char *mode, int tp)
 {
     memset(f, 0, sizeof *f);
     bt_bench_row_t *r = &f->row;
@@ -376,15 +407,23 @@ static void fake_row_init(fake_row_t *f, int n_parallel)
     r->model_n_params = 100;
     r->n_batch = 2048, r->n_ubatch = 8, r->n_threads = 1, r->n_prompt = 16;
     r->n_ranks = 2, r->pipeline = 1, r->n_parallel = n_parallel, r->reps = 2;
+    snprintf(r->split_mode, sizeof r->split_mode, "%s", mode);
+    r->tp = tp;
     for (int i = 0; i < 2; i++) {
         f->ns[i] = 1e6 * (i + 1);
         f->ts[i] = n_parallel * 16 / (f->ns[i] * 1e-9);
-        f->stages[i] = (bt_stage_time_t){0.001, 0.0005, 0.0002, 0.0003};
+        f->stages[i] = (bt_stage_time_t){0.001, 0.0005, 0.0002, 0.0003,
+                                         tp > 1 ? 1e-4 * (i + 1) : 0};
     }
     r->samples_ns = f->ns;
     r->samples_ts = f->ts;
     r->stages = f->stages;
     bt_bench_row_finish(r);
+}
+
+static void fake_row_init(fake_row_t *f, int n_parallel)
+{
+    fake_row_init_layout(f, n_parallel, "layer", 1);
 }
 
 static const char *const fake_hosts[] = {"node0", "node1"};
@@ -431,6 +470,64 @@ START_TEST(test_writer_n_parallel)
     free(res);
     H5Tclose(t);
     H5Fclose(f);
+}
+END_TEST
+
+/* split_mode and tp in /results and gather_s in /stage_times: written,
+ * read back with the HDF5 API and with bt_h5_read_results (baton-plan's
+ * reader), row by row. */
+START_TEST(test_writer_split_mode)
+{
+    char p[1024];
+    dir_path(p, sizeof p, "writer-sm.h5");
+    static const char *const modes[] = {"layer", "layer", "tensor"};
+    static const int tps[] = {1, 2, 2};
+    unlink(p);
+    bt_run_info_t run = {.n_ranks = 2};
+    snprintf(run.hosts, sizeof run.hosts, "node0,node1");
+    int64_t run_id = -1;
+    ck_assert_int_eq(bt_h5_begin_run(p, &run, NULL, 0, &run_id), BT_OK);
+    for (int i = 0; i < 3; i++) {
+        fake_row_t fr;
+        fake_row_init_layout(&fr, 1, modes[i], tps[i]);
+        ck_assert_int_eq(bt_h5_append(p, run_id, &fr.row, fake_hosts), BT_OK);
+    }
+    hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    hsize_t n, ns;
+    size_t sz, szs;
+    hid_t t, ts;
+    char *res = read_all(f, "results", &n, &sz, &t);
+    char *stg = read_all(f, "stage_times", &ns, &szs, &ts);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(ns, 6);
+    for (hsize_t r = 0; r < n; r++) {
+        ck_assert_str_eq(FSTR(res, sz, r, member(t, "split_mode")), modes[r]);
+        ck_assert_int_eq(FIELD(res, sz, r, int32_t, member(t, "tp")), tps[r]);
+        for (int k = 0; k < 2; k++) {
+            const hsize_t i = 2 * r + (hsize_t)k;
+            ck_assert_int_eq(FIELD(stg, szs, i, int64_t, member(ts, "row_id")), (int64_t)r);
+            ck_assert_double_eq(FIELD(stg, szs, i, double, member(ts, "gather_s")),
+                                tps[r] > 1 ? 1e-4 * (k + 1) : 0);
+            ck_assert_double_eq(FIELD(stg, szs, i, double, member(ts, "busy_s")), 0.001);
+        }
+    }
+    free(res);
+    free(stg);
+    H5Tclose(t);
+    H5Tclose(ts);
+    H5Fclose(f);
+    bt_h5_result_t *rows;
+    int nr;
+    ck_assert_int_eq(bt_h5_read_results(p, &rows, &nr), BT_OK);
+    ck_assert_int_eq(nr, 3);
+    for (int r = 0; r < nr; r++) {
+        ck_assert_str_eq(rows[r].split_mode, modes[r]);
+        ck_assert_int_eq(rows[r].tp, tps[r]);
+        ck_assert_int_eq(rows[r].n_parallel, 1);
+        ck_assert_str_eq(rows[r].layer_split, "2/2");
+    }
+    free(rows);
 }
 END_TEST
 
@@ -491,7 +588,9 @@ static void refused(const char *file, const char *log)
  * build's, and what to do. */
 START_TEST(test_writer_refuses_other_versions)
 {
-    static const int versions[] = {1, 2, BT_H5_FORMAT_VERSION + 1};
+    /* the one before this (4: no split_mode, tp) too: the readers take it,
+     * the writer does not append to it */
+    static const int versions[] = {1, 2, BT_H5_FORMAT_VERSION - 1, BT_H5_FORMAT_VERSION + 1};
     for (size_t i = 0; i < sizeof versions / sizeof *versions; i++) {
         char p[1024], log[1024];
         dir_path(p, sizeof p, "writer-old.h5");
@@ -536,16 +635,84 @@ START_TEST(test_writer_refuses_other_versions)
 }
 END_TEST
 
+/* bt_h5_read_results takes versions BT_H5_READ_VERSION_MIN to this one and
+ * refuses others, older and newer, with one message naming the file, its
+ * version and the versions read. */
+START_TEST(test_reader_versions)
+{
+    ck_assert_int_eq(BT_H5_READ_VERSION_MIN, 4);
+    char p[1024], log[1024];
+    dir_path(p, sizeof p, "reader.h5");
+    dir_path(log, sizeof log, "reader.log");
+    static const int npl[] = {3};
+    static const int versions[] = {3, BT_H5_READ_VERSION_MIN, BT_H5_FORMAT_VERSION,
+                                   BT_H5_FORMAT_VERSION + 1};
+    for (size_t i = 0; i < sizeof versions / sizeof *versions; i++) {
+        write_file(p, npl, 1);
+        set_version(p, versions[i]);
+        fflush(stderr);
+        int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ck_assert(saved >= 0 && fd >= 0);
+        dup2(fd, 2);
+        close(fd);
+        bt_h5_result_t *rows = NULL;
+        int n = -1;
+        bt_status_t st = bt_h5_read_results(p, &rows, &n);
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        const bool readable = versions[i] >= BT_H5_READ_VERSION_MIN &&
+                              versions[i] <= BT_H5_FORMAT_VERSION;
+        size_t nl;
+        char *msg = slurp(log, &nl);
+        msg = realloc(msg, nl + 1);
+        msg[nl] = '\0';
+        if (readable) {
+            /* the file holds the fields: they read as written */
+            ck_assert_msg(st == BT_OK && n == 1, "version %d refused: %s", versions[i], msg);
+            ck_assert_str_eq(rows[0].split_mode, "layer");
+            ck_assert_int_eq(rows[0].tp, 1);
+            ck_assert_int_eq(rows[0].n_parallel, 3);
+        } else {
+            char want[128];
+            snprintf(want, sizeof want, "is format version %d; this build reads versions %d to %d",
+                     versions[i], BT_H5_READ_VERSION_MIN, BT_H5_FORMAT_VERSION);
+            ck_assert_msg(st == BT_ERR_ARG && n == 0 && rows == NULL,
+                          "version %d: status %d, %d rows", versions[i], st, n);
+            ck_assert_msg(strstr(msg, want) && strstr(msg, p), "version %d: message '%s' lacks "
+                          "'%s' or the path", versions[i], msg, want);
+        }
+        free(msg);
+        free(rows);
+    }
+}
+END_TEST
+
 static int run_writer_suite(void)
 {
     Suite *s = suite_create("results_h5_writer");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_writer_n_parallel);
+    tcase_add_test(tc, test_writer_split_mode);
     suite_add_tcase(s, tc);
     tc = tcase_create("limits");
     tcase_add_test(tc, test_writer_refuses_other_versions);
+    tcase_add_test(tc, test_reader_versions);
     suite_add_tcase(s, tc);
     return tu_run(s);
+}
+
+/* --read FILE: /results through bt_h5_read_results, a line per row. */
+static int read_main(const char *file)
+{
+    bt_h5_result_t *rows;
+    int n;
+    if (bt_h5_read_results(file, &rows, &n) != BT_OK)
+        return 1;
+    for (int i = 0; i < n; i++)
+        printf("%s %s %d %d\n", rows[i].test, rows[i].split_mode, rows[i].tp, rows[i].pipeline);
+    free(rows);
+    return 0;
 }
 
 /* --set-version FILE N: rewrites FILE's format_version to N (a file of
@@ -569,6 +736,8 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--set-version") == 0)
         return set_version_main(argv[2], argv[3]);
+    if (argc == 3 && strcmp(argv[1], "--read") == 0)
+        return read_main(argv[2]);
     if (argc == 3 && strcmp(argv[1], "--writer") == 0) {
         dir = argv[2];
         return run_writer_suite() == 0 ? 0 : 1;
@@ -576,6 +745,7 @@ int main(int argc, char **argv)
     if (argc != 6) {
         fprintf(stderr, "usage: check_results FILE N_RUNS N_ROWS N_LAYER BEFORE.h5|none\n"
                         "       check_results --writer DIR\n"
+                        "       check_results --read FILE\n"
                         "       check_results --set-version FILE N\n");
         return 2;
     }

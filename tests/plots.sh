@@ -2,7 +2,11 @@
 # The plotting scripts: a tiny two-rank benchmark writes an HDF5 results file
 # and Chrome traces (-ub 8, so the pp32 trace has a pipeline fill, steady
 # state and drain), scripts/plot-results and scripts/plot-trace turn them
-# into PNG images, and plot-results refuses a file that is not HDF5.
+# into PNG images, and plot-results refuses a file that is not HDF5. Files of
+# format version 5 with -sm layer and tensor rows plot as configurations of
+# their own; copies made as versions 2 and 4 wrote them (without n_parallel;
+# without split_mode, tp and gather_s) still plot, and baton-plan's reader
+# (check_results --read) takes version 4 with its defaults, not version 2.
 set -u
 bin=${BT_BUILDDIR:-$(pwd)}
 scripts=${BT_SRCDIR:-$(dirname "$0")/..}/scripts
@@ -112,17 +116,74 @@ for name in src:
 PY
 then
     bad "could not write a version 2 copy of the -npl file"
+elif ! "$py" - "$tmp/npl.h5" "$tmp/v4.h5" <<'PY'
+import h5py, numpy, sys
+src, dst = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "w")
+for k, v in src.attrs.items():
+    dst.attrs[k] = v
+dst.attrs["format_version"] = numpy.int32(4)
+new = {"results": ("split_mode", "tp"), "stage_times": ("gather_s",)}  # what version 5 added
+for name in src:
+    data = src[name][()]
+    if name in new:
+        assert set(new[name]) <= set(data.dtype.names), (name, data.dtype.names)
+        keep = [n for n in data.dtype.names if n not in new[name]]
+        data = numpy.array([tuple(r[n] for n in keep) for r in data],
+                           dtype=[(n, data.dtype[n]) for n in keep])
+    dst.create_dataset(name, data=data, maxshape=(None,))
+PY
+then
+    bad "could not write a version 4 copy of the -npl file"
 else
-    for f in npl v2; do
-        want=$([ $f = npl ] && echo "4 results of 2 tests in 2" || echo "2 results of 2 tests in 1")
+    for f in npl v4 v2; do
+        case $f in
+        npl) want="4 results of 2 tests in 2" what="n_parallel 1,2" ;;
+        v4) want="4 results of 2 tests in 2" what="version 4: split_mode and tp absent" ;;
+        v2) want="2 results of 2 tests in 1" what="version 2: n_parallel absent" ;;
+        esac
         if "$py" "$scripts/plot-results" "$tmp/$f.h5" -o "$tmp/$f.png" >"$tmp/plot.out" \
             2>"$tmp/err"; then
-            plotted "plot-results, $f file (n_parallel $([ $f = npl ] && echo 1,2 || echo absent))" \
-                "$tmp/plot.out" "plotted $want configurations from 1 runs"
+            plotted "plot-results, $f file ($what)" "$tmp/plot.out" \
+                "plotted $want configurations from 1 runs"
         else
             bad "plot-results on the $f file exited $?"; cat "$tmp/err"
         fi
     done
+    # baton-plan's reader: version 4 rows as -sm layer, tp 1 (pp16 and tg4 at
+    # -npl 1 and 2); version 2 refused, naming the versions it reads
+    want=$(printf '%s\n' "pp16 layer 1 1" "tg4 layer 1 1" "pp16 layer 1 1" "tg4 layer 1 1")
+    if got=$("$bin/tests/check_results" --read "$tmp/v4.h5" 2>"$tmp/err") && [ "$got" = "$want" ]
+    then ok "the results reader takes version 4: split_mode layer, tp 1"
+    else bad "the results reader on version 4: '$got'"; cat "$tmp/err"; fi
+    if ! "$bin/tests/check_results" --read "$tmp/v2.h5" >/dev/null 2>"$tmp/err" &&
+        grep -q "v2.h5 is format version 2; this build reads versions 4 to 5" "$tmp/err"
+    then ok "the results reader refuses version 2: $(head -n 1 "$tmp/err")"
+    else bad "the results reader on version 2"; cat "$tmp/err"; fi
+fi
+
+# -sm layer,tensor --pipeline 0,1: version 5 rows of both split modes, the
+# tensor test with --pipeline 1 skipped; three configurations (layer with
+# pipeline 0 and 1, tensor with 0), told apart by split mode
+if ! mpi 2 "$bin/baton-bench" -m "$m" -p 16 -n 4 -r 1 -ub 8 -t 1 -sm layer,tensor \
+    --pipeline 0,1 --hdf5 "$tmp/sm.h5" >"$tmp/out" 2>"$tmp/err"; then
+    bad "baton-bench -sm layer,tensor on 2 ranks"; cat "$tmp/out" "$tmp/err"
+elif "$py" "$scripts/plot-results" "$tmp/sm.h5" -o "$tmp/sm.png" >"$tmp/plot.out" 2>"$tmp/err"
+then
+    is_png "plot-results, -sm layer,tensor" "$tmp/sm.png"
+    plotted "plot-results, version 5 file (-sm layer,tensor)" "$tmp/plot.out" \
+        "plotted 6 results of 2 tests in 3 configurations from 1 runs"
+    if "$py" - "$tmp/sm.h5" <<'PY'
+import h5py, sys
+f = h5py.File(sys.argv[1], "r")
+assert f.attrs["format_version"] == 5
+res = f["results"][()]
+got = [(r["split_mode"].decode(), int(r["tp"]), int(r["pipeline"])) for r in res]
+assert got == [("layer", 1, 0)] * 2 + [("layer", 1, 1)] * 2 + [("tensor", 2, 0)] * 2, got
+PY
+    then ok "version 5 file: split_mode, tp and pipeline of each row"
+    else bad "version 5 file's split_mode and tp"; fi
+else
+    bad "plot-results on the -sm layer,tensor file exited $?"; cat "$tmp/err"
 fi
 
 echo "not an HDF5 file" >"$tmp/bogus.h5"
