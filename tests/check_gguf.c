@@ -8,13 +8,19 @@
  * valid one, and checks each is refused with the expected status and
  * exactly one "gguf: PATH: " log line, without a crash (run it under
  * ASan/valgrind to check that nothing outside the map is read).
+ * "boundaries" holds every validation rule of the reader, the getters and
+ * the model binding's tensor checks at its edge: the largest legal value
+ * accepted and the smallest violation (one byte, element, count or
+ * alignment unit past it) refused with its message.
  *
  * Files live in a mkdtemp directory under /tmp that main() removes.
  */
 #include <check.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +29,8 @@
 
 #include "gguf.h"
 #include "kernels/types.h"
+#include "model.h"
+#include "synth.h"
 #include "testutil.h"
 
 static char tmp_dir[] = "/tmp/check_gguf.XXXXXX";
@@ -1495,6 +1503,821 @@ START_TEST(test_open_buffer)
 }
 END_TEST
 
+/* ============================= boundaries ============================= */
+
+/* Every validation rule of the reader at its boundary. Each maker builds a
+ * small file from one value v; the rows give, for each rule, the largest
+ * legal value (BT_OK: the file opens and everything it hands out is
+ * readable, or for a rule that a file cannot pass alone, the message of
+ * the next check) and the smallest violation: one byte, one element, one
+ * count or one alignment unit past it (refused with want and one message
+ * containing detail). tests/fuzz/make-seeds.py writes the same files as
+ * fuzz seeds (edge-*.gguf); tests/mutants.txt weakens each rule by one
+ * unit (F23-F64) and these rows notice each. */
+
+#define U64_2P(k) (1ull << (k))
+
+typedef unsigned long long ull; /* for printing uint64_t with %llu */
+
+typedef void (*bound_maker_t)(buf_t *b, uint64_t v);
+
+typedef struct bound {
+    const char *rule;
+    bound_maker_t make;
+    uint64_t v;
+    bt_status_t want;
+    const char *detail; /* in the one message; NULL: opens */
+} bound_t;
+
+/* A file of one metadata entry: key, value type, then the value's bytes as
+ * the caller appends them. */
+static void b_one_kv(buf_t *b, const char *key, uint32_t type)
+{
+    b_header(b, 3, 0, 1);
+    b_str(b, key);
+    b_u32(b, type);
+}
+
+static void mk_magic(buf_t *b, uint64_t v)
+{
+    b_u32(b, (uint32_t)v);
+    b_u32(b, 3);
+    b_u64(b, 0);
+    b_u64(b, 0);
+}
+
+static void mk_version(buf_t *b, uint64_t v) { b_header(b, (uint32_t)v, 0, 0); }
+
+/* header, one 33-byte tensor info ("w": 1 f32), padding, its 4 bytes:
+ * 44 bytes follow the header */
+static void mk_tensor_count(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {1};
+    b_header(b, 3, v, 0);
+    b_tinfo(b, "w", 1, ne, BT_TYPE_F32, 0);
+    b_pad(b, 32);
+    b_zeros(b, 4);
+}
+
+/* only the 33-byte tensor info after the header: the count fits exactly */
+static void mk_tensor_count_tight(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {1};
+    b_header(b, 3, v, 0);
+    b_tinfo(b, "w", 1, ne, BT_TYPE_F32, 0);
+}
+
+/* one 14-byte entry (key "k", uint8) */
+static void mk_kv_count(buf_t *b, uint64_t v)
+{
+    b_header(b, 3, 0, v);
+    b_str(b, "k");
+    b_u32(b, BT_GGUF_UINT8);
+    b_u8(b, 1);
+}
+
+/* 13 bytes after the header: the smallest entry the count check assumes */
+static void mk_kv_count_tight(buf_t *b, uint64_t v)
+{
+    b_header(b, 3, 0, v);
+    b_str(b, "k");
+    b_u32(b, BT_GGUF_UINT8);
+}
+
+/* a key length, then 5 key bytes and the end of the file */
+static void mk_key_len(buf_t *b, uint64_t v)
+{
+    b_header(b, 3, 0, 1);
+    b_u64(b, v);
+    b_raw(b, "abcde", 5);
+}
+
+/* a key of v bytes */
+static void mk_key_empty(buf_t *b, uint64_t v)
+{
+    b_header(b, 3, 0, 1);
+    b_u64(b, v);
+    b_raw(b, "kk", (size_t)v);
+    b_u32(b, BT_GGUF_UINT8);
+    b_u8(b, 1);
+}
+
+/* the last string of the file: length v, 5 bytes there */
+static void mk_str_len(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "s", BT_GGUF_STRING);
+    b_u64(b, v);
+    b_raw(b, "hello", 5);
+}
+
+static void mk_arr_str_len(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "a", BT_GGUF_ARRAY);
+    b_u32(b, BT_GGUF_STRING);
+    b_u64(b, 1);
+    b_u64(b, v);
+    b_raw(b, "hello", 5);
+}
+
+static void mk_vtype(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "k", (uint32_t)v);
+    b_zeros(b, 8);
+}
+
+static void mk_arr_etype(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "k", BT_GGUF_ARRAY);
+    b_u32(b, (uint32_t)v);
+    b_u64(b, 0);
+}
+
+static void mk_bool(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "b", BT_GGUF_BOOL);
+    b_u8(b, (uint8_t)v);
+}
+
+/* [1, 0, v]: the last element is the one at the boundary */
+static void mk_bool_arr(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "b", BT_GGUF_ARRAY);
+    b_u32(b, BT_GGUF_BOOL);
+    b_u64(b, 3);
+    b_u8(b, 1);
+    b_u8(b, 0);
+    b_u8(b, (uint8_t)v);
+}
+
+static void mk_depth(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "d", BT_GGUF_ARRAY);
+    nested_depth(b, (int)v);
+}
+
+/* v uint8 elements announced, 5 there */
+static void mk_arr_u8(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "a", BT_GGUF_ARRAY);
+    b_u32(b, BT_GGUF_UINT8);
+    b_u64(b, v);
+    b_raw(b, "abcde", 5);
+}
+
+/* v uint32 elements announced, 2 there */
+static void mk_arr_u32(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "a", BT_GGUF_ARRAY);
+    b_u32(b, BT_GGUF_UINT32);
+    b_u64(b, v);
+    b_zeros(b, 8);
+}
+
+static void mk_arr_u64(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "a", BT_GGUF_ARRAY);
+    b_u32(b, BT_GGUF_UINT64);
+    b_u64(b, v);
+    b_zeros(b, 16);
+}
+
+/* v strings announced, 4 empty ones (32 bytes) there */
+static void mk_arr_strs(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "a", BT_GGUF_ARRAY);
+    b_u32(b, BT_GGUF_STRING);
+    b_u64(b, v);
+    b_zeros(b, 4 * 8);
+}
+
+/* v arrays announced, 3 empty uint8 arrays (36 bytes) there */
+static void mk_arr_arrs(buf_t *b, uint64_t v)
+{
+    b_one_kv(b, "a", BT_GGUF_ARRAY);
+    b_u32(b, BT_GGUF_ARRAY);
+    b_u64(b, v);
+    for (int i = 0; i < 3; i++) {
+        b_u32(b, BT_GGUF_UINT8);
+        b_u64(b, 0);
+    }
+}
+
+static void mk_name_len(buf_t *b, uint64_t v)
+{
+    char name[66] = {0};
+    const uint64_t ne[] = {8};
+    memset(name, 'n', (size_t)v);
+    one_tensor(b, name, 1, ne, BT_TYPE_F32, 0, 32);
+}
+
+static void mk_ndims(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {8, 1, 1, 1, 1};
+    one_tensor(b, "w", (uint32_t)v, ne, BT_TYPE_F32, 0, 32);
+}
+
+static void mk_ne1(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {8, v};
+    one_tensor(b, "w", 2, ne, BT_TYPE_F32, 0, 32);
+}
+
+/* i8: one byte per element, so the size never overflows first */
+static void mk_ne0_i8(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {v};
+    one_tensor(b, "w", 1, ne, BT_TYPE_I8, 0, 32);
+}
+
+static void mk_nel_i8(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {2, v};
+    one_tensor(b, "w", 2, ne, BT_TYPE_I8, 0, 32);
+}
+
+static void mk_bytes_f32(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {v};
+    one_tensor(b, "w", 1, ne, BT_TYPE_F32, 0, 32);
+}
+
+/* 256 elements of type v: a whole block of every known type */
+static void mk_type(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {256};
+    one_tensor(b, "w", 1, ne, (uint32_t)v, 0, 2048);
+}
+
+static void mk_block_q8_0(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {v};
+    one_tensor(b, "w", 1, ne, BT_TYPE_Q8_0, 0, 64);
+}
+
+static void mk_block_q4_k(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {v};
+    one_tensor(b, "w", 1, ne, BT_TYPE_Q4_K, 0, 288);
+}
+
+/* 8 f32 at offset v of a 128-byte data section */
+static void mk_offset(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {8};
+    one_tensor(b, "w", 1, ne, BT_TYPE_F32, v, 128);
+}
+
+static void mk_offset_align64(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {8};
+    b_header(b, 3, 1, 1);
+    b_kv_u32(b, "general.alignment", 64);
+    b_tinfo(b, "w", 1, ne, BT_TYPE_F32, v);
+    b_pad(b, 64);
+    b_zeros(b, 128);
+}
+
+/* one f32 whose infos end at byte 57 (data section at 64), the file v bytes */
+static void mk_file_size(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {1};
+    b_header(b, 3, 1, 0);
+    b_tinfo(b, "w", 1, ne, BT_TYPE_F32, 0);
+    b_zeros(b, (size_t)v - b->n);
+}
+
+/* 8 f32 at offset 0, the file v bytes */
+static void mk_tensor_end(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {8};
+    b_header(b, 3, 1, 0);
+    b_tinfo(b, "w", 1, ne, BT_TYPE_F32, 0);
+    b_zeros(b, (size_t)v - b->n);
+}
+
+/* one f32 at offset v (near 2^64: data section start + offset) */
+static void mk_start_overflow(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {1};
+    one_tensor(b, "w", 1, ne, BT_TYPE_F32, v, 32);
+}
+
+/* v f32 starting 32 bytes below 2^64 (start + size) */
+static void mk_end_overflow(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {v};
+    one_tensor(b, "w", 1, ne, BT_TYPE_F32, 0ull - 96, 32);
+}
+
+/* 'a': v bytes at 0, 'b': 32 bytes at 32 */
+static void mk_overlap(buf_t *b, uint64_t v)
+{
+    const uint64_t ne_a[] = {v}, ne_b[] = {32};
+    b_header(b, 3, 2, 0);
+    b_tinfo(b, "a", 1, ne_a, BT_TYPE_I8, 0);
+    b_tinfo(b, "b", 1, ne_b, BT_TYPE_I8, 32);
+    b_pad(b, 32);
+    b_zeros(b, 64);
+}
+
+/* Pairs of keys or names: the last two differ by one byte, the last is equal. */
+static const char *const name_pairs[][2] = {{"ab", "ac"}, {"a", "ab"}, {"ab", "a"}, {"ab", "ab"}};
+
+static void mk_dup_keys(buf_t *b, uint64_t v)
+{
+    b_header(b, 3, 0, 2);
+    b_kv_u32(b, name_pairs[v][0], 1);
+    b_kv_u32(b, name_pairs[v][1], 2);
+}
+
+static void mk_dup_names(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {8};
+    b_header(b, 3, 2, 0);
+    b_tinfo(b, name_pairs[v][0], 1, ne, BT_TYPE_F32, 0);
+    b_tinfo(b, name_pairs[v][1], 1, ne, BT_TYPE_F32, 32);
+    b_pad(b, 32);
+    b_zeros(b, 64);
+}
+
+/* general.alignment = 32 as value type v */
+static void mk_align_type(buf_t *b, uint64_t v)
+{
+    static const unsigned size[BT_GGUF_VTYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    b_one_kv(b, "general.alignment", (uint32_t)v);
+    b_le(b, 32, size[v]);
+}
+
+static void mk_align(buf_t *b, uint64_t v)
+{
+    b_header(b, 3, 0, 1);
+    b_kv_u32(b, "general.alignment", (uint32_t)v);
+}
+
+/* alignment 1 places the data section and the tensor right after the
+ * infos, at an odd byte */
+static void mk_align1_tensor(buf_t *b, uint64_t v)
+{
+    const uint64_t ne[] = {3};
+    b_header(b, 3, 1, 1);
+    b_kv_u32(b, "general.alignment", (uint32_t)v);
+    b_tinfo(b, "w", 1, ne, BT_TYPE_I8, 1);
+    b_zeros(b, 4);
+}
+
+static const bound_t bounds[] = {
+    /* header */
+    {"magic", mk_magic, BT_GGUF_MAGIC - 1, BT_ERR_FORMAT, "bad magic 0x46554746"},
+    {"magic", mk_magic, BT_GGUF_MAGIC, BT_OK, NULL},
+    {"magic", mk_magic, BT_GGUF_MAGIC + 1, BT_ERR_FORMAT, "bad magic 0x46554748"},
+    {"version", mk_version, 1, BT_ERR_UNSUPPORTED, "GGUF version 1 is not supported"},
+    {"version", mk_version, 2, BT_OK, NULL},
+    {"version", mk_version, 3, BT_OK, NULL},
+    {"version", mk_version, 4, BT_ERR_UNSUPPORTED, "GGUF version 4 is not supported"},
+    {"tensor count", mk_tensor_count, 1, BT_OK, NULL},
+    {"tensor count", mk_tensor_count, 2, BT_ERR_FORMAT,
+     "tensor count 2 is impossible: 44 bytes follow the header"},
+    {"tensor count, 33-byte info", mk_tensor_count_tight, 1, BT_ERR_FORMAT,
+     "data section starts at byte 64 but file has 57"},
+    {"tensor count, 33-byte info", mk_tensor_count_tight, 2, BT_ERR_FORMAT,
+     "tensor count 2 is impossible: 33 bytes follow the header"},
+    {"metadata count", mk_kv_count, 1, BT_OK, NULL},
+    {"metadata count", mk_kv_count, 2, BT_ERR_FORMAT,
+     "metadata count 2 is impossible: 14 bytes follow the header"},
+    {"metadata count, 13 bytes", mk_kv_count_tight, 1, BT_ERR_FORMAT,
+     "truncated: metadata key 'k' value needs 1 bytes at offset 37 but file has 37"},
+    {"metadata count, 13 bytes", mk_kv_count_tight, 2, BT_ERR_FORMAT,
+     "metadata count 2 is impossible: 13 bytes follow the header"},
+    /* strings */
+    {"key length", mk_key_len, 5, BT_ERR_FORMAT,
+     "truncated: metadata key 'abcde' value type needs 4 bytes at offset 37 but file has 37"},
+    {"key length", mk_key_len, 6, BT_ERR_FORMAT,
+     "metadata entry 0 key of length 6 at offset 32 runs past the end (file has 37 bytes)"},
+    {"empty key", mk_key_empty, 0, BT_ERR_FORMAT, "metadata entry 0 has an empty key"},
+    {"empty key", mk_key_empty, 1, BT_OK, NULL},
+    {"string length", mk_str_len, 5, BT_OK, NULL},
+    {"string length", mk_str_len, 6, BT_ERR_FORMAT,
+     "metadata key 's' string value of length 6 at offset 45 runs past the end (file has 50 "
+     "bytes)"},
+    {"array string length", mk_arr_str_len, 5, BT_OK, NULL},
+    {"array string length", mk_arr_str_len, 6, BT_ERR_FORMAT,
+     "metadata key 'a' array string of length 6 at offset 57 runs past the end (file has 62 "
+     "bytes)"},
+    /* value types */
+    {"value type", mk_vtype, BT_GGUF_FLOAT64, BT_OK, NULL},
+    {"value type", mk_vtype, BT_GGUF_VTYPE_COUNT, BT_ERR_FORMAT, "has unknown value type 13"},
+    {"array element type", mk_arr_etype, BT_GGUF_FLOAT64, BT_OK, NULL},
+    {"array element type", mk_arr_etype, BT_GGUF_VTYPE_COUNT, BT_ERR_FORMAT,
+     "metadata key 'k' has unknown array element type 13"},
+    {"bool", mk_bool, 1, BT_OK, NULL},
+    {"bool", mk_bool, 2, BT_ERR_FORMAT, "metadata key 'b' bool value is 2 (must be 0 or 1)"},
+    {"bool array", mk_bool_arr, 1, BT_OK, NULL},
+    {"bool array", mk_bool_arr, 2, BT_ERR_FORMAT, "metadata key 'b' bool element 2 is 2"},
+    {"array nesting", mk_depth, 8, BT_OK, NULL},
+    {"array nesting", mk_depth, 9, BT_ERR_FORMAT, "has arrays nested more than 8 deep"},
+    /* array counts */
+    {"uint8 array count", mk_arr_u8, 5, BT_OK, NULL},
+    {"uint8 array count", mk_arr_u8, 6, BT_ERR_FORMAT,
+     "truncated: metadata key 'a' array of 6 uint8 needs 6 bytes at offset 49 but file has 54"},
+    {"uint32 array count", mk_arr_u32, 2, BT_OK, NULL},
+    {"uint32 array count", mk_arr_u32, 3, BT_ERR_FORMAT,
+     "array of 3 uint32 needs 12 bytes at offset 49 but file has 57"},
+    {"uint64 array bytes", mk_arr_u64, U64_2P(61) - 1, BT_ERR_FORMAT,
+     "array of 2305843009213693951 uint64 needs 18446744073709551608 bytes"},
+    {"uint64 array bytes", mk_arr_u64, U64_2P(61), BT_ERR_FORMAT,
+     "array count 2305843009213693952 x uint64 size 8 overflows"},
+    {"string array count", mk_arr_strs, 4, BT_OK, NULL},
+    {"string array count", mk_arr_strs, 5, BT_ERR_FORMAT,
+     "array count 5 of string is impossible: only 32 bytes left (each element needs at least 8)"},
+    {"nested array count", mk_arr_arrs, 3, BT_OK, NULL},
+    {"nested array count", mk_arr_arrs, 4, BT_ERR_FORMAT,
+     "array count 4 of array is impossible: only 36 bytes left (each element needs at least 12)"},
+    /* tensor infos */
+    {"tensor name length", mk_name_len, 0, BT_ERR_FORMAT, "tensor info 0 has an empty name"},
+    {"tensor name length", mk_name_len, 1, BT_OK, NULL},
+    {"tensor name length", mk_name_len, 64, BT_OK, NULL},
+    {"tensor name length", mk_name_len, 65, BT_ERR_FORMAT, "is 65 bytes long (at most 64)"},
+    {"n_dims", mk_ndims, 0, BT_ERR_FORMAT, "tensor 'w' has n_dims 0 (must be 1..4)"},
+    {"n_dims", mk_ndims, 1, BT_OK, NULL},
+    {"n_dims", mk_ndims, 4, BT_OK, NULL},
+    {"n_dims", mk_ndims, 5, BT_ERR_FORMAT, "tensor 'w' has n_dims 5 (must be 1..4)"},
+    {"dim zero", mk_ne1, 0, BT_ERR_FORMAT, "tensor 'w' ne[1] is 0 (must be 1..2^63-1)"},
+    {"dim zero", mk_ne1, 1, BT_OK, NULL},
+    {"dim range", mk_ne0_i8, U64_2P(63) - 1, BT_ERR_FORMAT,
+     "tensor 'w' ends at byte 9223372036854775871 but file has 96"},
+    {"dim range", mk_ne0_i8, U64_2P(63), BT_ERR_FORMAT,
+     "tensor 'w' ne[0] is 9223372036854775808 (must be 1..2^63-1)"},
+    {"element count", mk_nel_i8, U64_2P(62) - 1, BT_ERR_FORMAT,
+     "tensor 'w' ends at byte 9223372036854775902 but file has 128"},
+    {"element count", mk_nel_i8, U64_2P(62), BT_ERR_FORMAT,
+     "tensor 'w' element count overflows at ne[1] = 4611686018427387904"},
+    {"byte size", mk_bytes_f32, U64_2P(62) - 1, BT_ERR_FORMAT,
+     "tensor 'w' offset 0 + size 18446744073709551612 overflows"},
+    {"byte size", mk_bytes_f32, U64_2P(62), BT_ERR_FORMAT, "tensor 'w' byte size overflows"},
+    /* type ids: each end of each run of known ids */
+    {"type id", mk_type, BT_TYPE_Q4_1, BT_OK, NULL},
+    {"type id", mk_type, BT_TYPE_Q4_1 + 1, BT_ERR_UNSUPPORTED, "has unknown tensor type id 4"},
+    {"type id", mk_type, BT_TYPE_Q5_0 - 1, BT_ERR_UNSUPPORTED, "has unknown tensor type id 5"},
+    {"type id", mk_type, BT_TYPE_Q5_0, BT_OK, NULL},
+    {"type id", mk_type, BT_TYPE_Q8_K, BT_OK, NULL},
+    {"type id", mk_type, BT_TYPE_Q8_K + 1, BT_ERR_UNSUPPORTED, "has unknown tensor type id 16"},
+    {"type id", mk_type, BT_TYPE_I8 - 1, BT_ERR_UNSUPPORTED, "has unknown tensor type id 23"},
+    {"type id", mk_type, BT_TYPE_I8, BT_OK, NULL},
+    {"type id", mk_type, BT_TYPE_F64, BT_OK, NULL},
+    {"type id", mk_type, BT_TYPE_F64 + 1, BT_ERR_UNSUPPORTED, "has unknown tensor type id 29"},
+    {"type id", mk_type, BT_TYPE_BF16, BT_OK, NULL},
+    {"type id", mk_type, BT_TYPE_BF16 + 1, BT_ERR_UNSUPPORTED, "has unknown tensor type id 31"},
+    {"type id", mk_type, BT_TYPE_MXFP4 - 1, BT_ERR_UNSUPPORTED, "has unknown tensor type id 38"},
+    {"type id", mk_type, BT_TYPE_MXFP4, BT_OK, NULL},
+    {"type id", mk_type, BT_TYPE_COUNT, BT_ERR_UNSUPPORTED, "has unknown tensor type id 40"},
+    {"block size", mk_block_q8_0, 31, BT_ERR_FORMAT,
+     "tensor 'w' ne[0] = 31 is not a multiple of the q8_0 block size 32"},
+    {"block size", mk_block_q8_0, 32, BT_OK, NULL},
+    {"block size", mk_block_q8_0, 33, BT_ERR_FORMAT,
+     "tensor 'w' ne[0] = 33 is not a multiple of the q8_0 block size 32"},
+    {"block size", mk_block_q4_k, 255, BT_ERR_FORMAT, "ne[0] = 255 is not a multiple"},
+    {"block size", mk_block_q4_k, 256, BT_OK, NULL},
+    {"block size", mk_block_q4_k, 257, BT_ERR_FORMAT, "ne[0] = 257 is not a multiple"},
+    /* offsets, the data section, extents */
+    {"offset alignment", mk_offset, 31, BT_ERR_FORMAT,
+     "tensor 'w' offset 31 is not a multiple of the alignment 32"},
+    {"offset alignment", mk_offset, 32, BT_OK, NULL},
+    {"offset alignment", mk_offset, 33, BT_ERR_FORMAT,
+     "tensor 'w' offset 33 is not a multiple of the alignment 32"},
+    {"offset alignment 64", mk_offset_align64, 32, BT_ERR_FORMAT,
+     "tensor 'w' offset 32 is not a multiple of the alignment 64"},
+    {"offset alignment 64", mk_offset_align64, 64, BT_OK, NULL},
+    {"data section", mk_file_size, 63, BT_ERR_FORMAT,
+     "data section starts at byte 64 but file has 63"},
+    {"data section", mk_file_size, 64, BT_ERR_FORMAT, "tensor 'w' ends at byte 68 but file has 64"},
+    {"data section", mk_file_size, 68, BT_OK, NULL},
+    {"tensor end", mk_tensor_end, 95, BT_ERR_FORMAT, "tensor 'w' ends at byte 96 but file has 95"},
+    {"tensor end", mk_tensor_end, 96, BT_OK, NULL},
+    {"tensor end, offset", mk_offset, 96, BT_OK, NULL},
+    {"tensor end, offset", mk_offset, 128, BT_ERR_FORMAT,
+     "tensor 'w' ends at byte 224 but file has 192"},
+    {"start overflow", mk_start_overflow, 0ull - 96, BT_ERR_FORMAT,
+     "tensor 'w' ends at byte 18446744073709551588 but file has 96"},
+    {"start overflow", mk_start_overflow, 0ull - 64, BT_ERR_FORMAT,
+     "tensor 'w' offset 18446744073709551552 + size 4 overflows"},
+    {"end overflow", mk_end_overflow, 7, BT_ERR_FORMAT,
+     "tensor 'w' ends at byte 18446744073709551612 but file has 96"},
+    {"end overflow", mk_end_overflow, 8, BT_ERR_FORMAT,
+     "tensor 'w' offset 18446744073709551520 + size 32 overflows"},
+    {"overlap", mk_overlap, 32, BT_OK, NULL},
+    {"overlap", mk_overlap, 33, BT_ERR_FORMAT,
+     "tensors 'a' (data bytes 0..33) and 'b' (from 32) overlap"},
+    /* duplicates */
+    {"duplicate key", mk_dup_keys, 0, BT_OK, NULL},
+    {"duplicate key", mk_dup_keys, 1, BT_OK, NULL},
+    {"duplicate key", mk_dup_keys, 2, BT_OK, NULL},
+    {"duplicate key", mk_dup_keys, 3, BT_ERR_FORMAT,
+     "duplicate metadata key 'ab' (entries 0 and 1)"},
+    {"duplicate name", mk_dup_names, 0, BT_OK, NULL},
+    {"duplicate name", mk_dup_names, 1, BT_OK, NULL},
+    {"duplicate name", mk_dup_names, 2, BT_OK, NULL},
+    {"duplicate name", mk_dup_names, 3, BT_ERR_FORMAT,
+     "duplicate tensor name 'ab' (tensors 0 and 1)"},
+    /* general.alignment */
+    {"alignment type", mk_align_type, BT_GGUF_UINT16, BT_ERR_FORMAT,
+     "general.alignment has type uint16 (must be uint32)"},
+    {"alignment type", mk_align_type, BT_GGUF_UINT32, BT_OK, NULL},
+    {"alignment type", mk_align_type, BT_GGUF_INT32, BT_ERR_FORMAT,
+     "general.alignment has type int32 (must be uint32)"},
+    {"alignment type", mk_align_type, BT_GGUF_UINT64, BT_ERR_FORMAT,
+     "general.alignment has type uint64 (must be uint32)"},
+    {"alignment", mk_align, 0, BT_ERR_FORMAT, "general.alignment is 0 (must be a nonzero power"},
+    {"alignment", mk_align, 1, BT_OK, NULL},
+    {"alignment", mk_align, 2, BT_OK, NULL},
+    {"alignment", mk_align, 31, BT_ERR_FORMAT, "general.alignment is 31 (must be"},
+    {"alignment", mk_align, 32, BT_OK, NULL},
+    {"alignment", mk_align, 33, BT_ERR_FORMAT, "general.alignment is 33 (must be"},
+    {"alignment", mk_align, 96, BT_ERR_FORMAT, "general.alignment is 96 (must be"},
+    {"alignment", mk_align, U64_2P(31), BT_OK, NULL},
+    {"alignment", mk_align, U64_2P(31) + U64_2P(30), BT_ERR_FORMAT,
+     "general.alignment is 3221225472 (must be"},
+    {"alignment 1, odd offset", mk_align1_tensor, 1, BT_OK, NULL},
+    {"alignment 1, odd offset", mk_align1_tensor, 2, BT_ERR_FORMAT,
+     "tensor 'w' offset 1 is not a multiple of the alignment 2"},
+};
+
+#define N_BOUNDS ((int)(sizeof bounds / sizeof bounds[0]))
+
+/* Row _i of bounds: refused with its message, or accepted and readable. */
+START_TEST(test_bound_reader)
+{
+    const bound_t *r = &bounds[_i];
+    buf_t b = {0};
+    r->make(&b, r->v);
+    char path[PATH_MAX];
+    tmp_path(path, sizeof path, "bound");
+    write_file(path, b.p, b.n);
+    bt_gguf_t *g = NULL;
+    capture_start();
+    bt_status_t st = bt_gguf_open(path, &g);
+    char *log = capture_stop();
+    ck_assert_msg(st == r->want, "%s = %llu: status %d (%s), expected %d; log: %s", r->rule,
+                  (ull)r->v, st, bt_status_str(st), r->want, log);
+    if (st == BT_OK) {
+        ck_assert_msg(log[0] == '\0', "%s = %llu: logged %s", r->rule, (ull)r->v, log);
+        (void)touch_all(g);
+        bt_gguf_close(g);
+    } else {
+        char prefix[PATH_MAX + 16];
+        snprintf(prefix, sizeof prefix, "gguf: %s: ", path);
+        ck_assert_ptr_null(g);
+        check_one_line(log, prefix);
+        ck_assert_msg(strstr(log, r->detail) != NULL, "%s = %llu: log <<%s>> lacks '%s'",
+                      r->rule, (ull)r->v, log, r->detail);
+    }
+    free(log);
+    unlink(path);
+    b_free(&b);
+}
+END_TEST
+
+/* The getters' range checks at their edges: the largest value that
+ * converts and the first that does not, on both sides. */
+START_TEST(test_bound_getters)
+{
+    char path[PATH_MAX];
+    tmp_path(path, sizeof path, "getb");
+    bt_gguf_writer_t *w;
+    ck_assert_int_eq(bt_gguf_writer_init(&w), BT_OK);
+    const struct {
+        const char *key;
+        bt_gguf_vtype_t type;
+        uint64_t bits;
+    } vals[] = {
+        {"u64.max", BT_GGUF_UINT64, UINT32_MAX},
+        {"u64.over", BT_GGUF_UINT64, (uint64_t)UINT32_MAX + 1},
+        {"i64.zero", BT_GGUF_INT64, 0},
+        {"i64.neg", BT_GGUF_INT64, (uint64_t)-1},
+        {"i64.max", BT_GGUF_INT64, UINT32_MAX},
+        {"i64.over", BT_GGUF_INT64, (uint64_t)UINT32_MAX + 1},
+    };
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        uint8_t le[8];
+        for (int k = 0; k < 8; k++)
+            le[k] = (uint8_t)(vals[i].bits >> (8 * k));
+        ck_assert_int_eq(bt_gguf_writer_set_raw(w, vals[i].key, vals[i].type, le, 8), BT_OK);
+    }
+    const double dv[] = {FLT_MAX, nextafter((double)FLT_MAX, INFINITY), -FLT_MAX,
+                         nextafter(-(double)FLT_MAX, -INFINITY), -INFINITY};
+    const char *dk[] = {"f64.max", "f64.over", "f64.min", "f64.under", "f64.-inf"};
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(bt_gguf_writer_set_raw(w, dk[i], BT_GGUF_FLOAT64, &dv[i], 8), BT_OK);
+    ck_assert_int_eq(bt_gguf_writer_begin(w, path), BT_OK);
+    ck_assert_int_eq(bt_gguf_writer_finish(w), BT_OK);
+    bt_gguf_writer_free(w);
+    bt_gguf_t *g;
+    ck_assert_int_eq(bt_gguf_open(path, &g), BT_OK);
+
+    uint32_t u = 0;
+    EXPECT_GET(bt_gguf_get_u32(g, "u64.max", &u), BT_OK);
+    ck_assert_uint_eq(u, UINT32_MAX);
+    EXPECT_GET(bt_gguf_get_u32(g, "u64.over", &u), BT_ERR_FORMAT);
+    EXPECT_GET(bt_gguf_get_u32(g, "i64.zero", &u), BT_OK);
+    ck_assert_uint_eq(u, 0);
+    EXPECT_GET(bt_gguf_get_u32(g, "i64.neg", &u), BT_ERR_FORMAT);
+    EXPECT_GET(bt_gguf_get_u32(g, "i64.max", &u), BT_OK);
+    ck_assert_uint_eq(u, UINT32_MAX);
+    EXPECT_GET(bt_gguf_get_u32(g, "i64.over", &u), BT_ERR_FORMAT);
+    float f = 0;
+    EXPECT_GET(bt_gguf_get_f32(g, "f64.max", &f), BT_OK);
+    ck_assert(f == FLT_MAX);
+    EXPECT_GET(bt_gguf_get_f32(g, "f64.over", &f), BT_ERR_FORMAT);
+    EXPECT_GET(bt_gguf_get_f32(g, "f64.min", &f), BT_OK);
+    ck_assert(f == -FLT_MAX);
+    EXPECT_GET(bt_gguf_get_f32(g, "f64.under", &f), BT_ERR_FORMAT);
+    EXPECT_GET(bt_gguf_get_f32(g, "f64.-inf", &f), BT_OK); /* not finite: kept as it is */
+    ck_assert(isinf(f) && f < 0);
+    bt_gguf_close(g);
+    unlink(path);
+}
+END_TEST
+
+/* ---- the model binding's checks of the file's tensors ---- */
+
+/* One change to a model file: a tensor's dims or type, or a u32 key. */
+typedef struct medit {
+    const char *tensor; /* NULL: no tensor changed */
+    uint32_t n_dims;    /* 0: keep */
+    int64_t dne[4];     /* added to the tensor's dims (when n_dims != 0: of n_dims) */
+    int type;           /* -1: keep (0 is f32) */
+    const char *key;    /* NULL: no key changed */
+    uint32_t u32;
+} medit_t;
+
+/* Writes src's metadata and tensors to path with e applied (a changed
+ * tensor gets zero data of its new size). Metadata values are copied as
+ * their bytes in the map: from after the value type to the next key's
+ * length (or the first tensor info's). */
+static void rewrite_model(const bt_gguf_t *src, const char *path, const medit_t *e)
+{
+    bt_gguf_writer_t *w;
+    ck_assert_int_eq(bt_gguf_writer_init(&w), BT_OK);
+    ck_assert_uint_gt(src->n_tensors, 0);
+    for (uint64_t i = 0; i < src->n_kv; i++) {
+        const bt_gguf_kv_t *kv = &src->kv[i];
+        char key[256];
+        ck_assert_uint_lt(kv->key.len, sizeof key);
+        memcpy(key, kv->key.ptr, (size_t)kv->key.len);
+        key[kv->key.len] = '\0';
+        if (e->key != NULL && strcmp(key, e->key) == 0) {
+            ck_assert_int_eq(bt_gguf_writer_set_u32(w, key, e->u32), BT_OK);
+            continue;
+        }
+        const uint8_t *start = (const uint8_t *)kv->key.ptr + kv->key.len + 4;
+        const uint8_t *end = i + 1 < src->n_kv ? (const uint8_t *)src->kv[i + 1].key.ptr - 8
+                                               : (const uint8_t *)src->tensors[0].name.ptr - 8;
+        ck_assert_int_eq(bt_gguf_writer_set_raw(w, key, kv->type, start, (uint64_t)(end - start)),
+                         BT_OK);
+    }
+    uint64_t *sizes = calloc((size_t)src->n_tensors, sizeof *sizes);
+    ck_assert_ptr_nonnull(sizes);
+    for (uint64_t i = 0; i < src->n_tensors; i++) {
+        const bt_gguf_tensor_t *t = &src->tensors[i];
+        char name[80];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        uint32_t n_dims = t->n_dims, type = t->type;
+        uint64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        if (e->tensor != NULL && strcmp(name, e->tensor) == 0) {
+            if (e->n_dims != 0)
+                n_dims = e->n_dims;
+            for (int d = 0; d < 4; d++)
+                ne[d] = (uint64_t)((int64_t)ne[d] + e->dne[d]);
+            if (e->type >= 0)
+                type = (uint32_t)e->type;
+        }
+        ck_assert_int_eq(bt_gguf_writer_add_tensor(w, name, type, n_dims, ne), BT_OK);
+        ck_assert_int_eq(bt_type_row_bytes(type, ne[0], &sizes[i]), 0);
+        sizes[i] *= ne[1] * ne[2] * ne[3];
+    }
+    ck_assert_int_eq(bt_gguf_writer_begin(w, path), BT_OK);
+    for (uint64_t i = 0; i < src->n_tensors; i++) {
+        const bt_gguf_tensor_t *t = &src->tensors[i];
+        void *zeros = NULL;
+        const void *data = t->data;
+        if (sizes[i] != t->n_bytes)
+            data = zeros = calloc(1, (size_t)sizes[i]);
+        ck_assert_ptr_nonnull(data);
+        ck_assert_int_eq(bt_gguf_writer_write_tensor(w, data, sizes[i]), BT_OK);
+        free(zeros);
+    }
+    ck_assert_int_eq(bt_gguf_writer_finish(w), BT_OK);
+    bt_gguf_writer_free(w);
+    free(sizes);
+}
+
+/* The one-layer tiny llama in f32, read back as the source of the edits. */
+static bt_gguf_t *open_tiny_model(char *path, size_t cap)
+{
+    bt_synth_shape_t s;
+    ck_assert_int_eq(bt_synth_shape("tiny", &s), BT_OK);
+    s.n_layer = 1;
+    tmp_path(path, cap, "tiny");
+    ck_assert_int_eq(bt_synth_write(path, &s, BT_TYPE_F32, 1), BT_OK);
+    bt_gguf_t *g;
+    ck_assert_int_eq(bt_gguf_open(path, &g), BT_OK);
+    return g;
+}
+
+/* The message of a tensor of shape ne where [want0, want1] was expected. */
+static const char *shape_msg(char *buf, size_t cap, const char *name, const uint64_t *ne,
+                             uint64_t want0, uint64_t want1)
+{
+    snprintf(buf, cap, "tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%llu, %llu]",
+             name, (ull)ne[0], (ull)ne[1], (ull)ne[2], (ull)ne[3], (ull)want0, (ull)want1);
+    return buf;
+}
+
+/* Each dim of a vector and of a matrix one below and one above the
+ * model's, a third and a fourth dim of 1 (accepted) and of 2; a norm
+ * vector in f16 instead of f32; a matrix in a type the kernels cannot
+ * compute with (q8_1) beside one they can (q8_0); block_count at the most
+ * the tensor count allows (the file's one layer) and one more. A refused
+ * file gives one message naming the tensor or key and the value; an
+ * accepted one opens without a message. */
+START_TEST(test_bound_model)
+{
+    char src_path[PATH_MAX];
+    bt_gguf_t *src = open_tiny_model(src_path, sizeof src_path);
+    const bt_gguf_tensor_t *norm = bt_gguf_find_tensor(src, "output_norm.weight");
+    const bt_gguf_tensor_t *up = bt_gguf_find_tensor(src, "blk.0.ffn_up.weight");
+    ck_assert_ptr_nonnull(norm);
+    ck_assert_ptr_nonnull(up);
+    ck_assert_uint_eq(norm->n_dims, 1);
+    ck_assert_uint_eq(up->n_dims, 2);
+    const uint64_t e = norm->ne[0], u0 = up->ne[0], u1 = up->ne[1];
+    const char *nn = "output_norm.weight", *un = "blk.0.ffn_up.weight";
+    char shape[8][160];
+    shape_msg(shape[0], sizeof shape[0], nn, (uint64_t[]){e - 1, 1, 1, 1}, e, 1);
+    shape_msg(shape[1], sizeof shape[1], nn, (uint64_t[]){e + 1, 1, 1, 1}, e, 1);
+    shape_msg(shape[2], sizeof shape[2], un, (uint64_t[]){u0 - 1, u1, 1, 1}, u0, u1);
+    shape_msg(shape[3], sizeof shape[3], un, (uint64_t[]){u0 + 1, u1, 1, 1}, u0, u1);
+    shape_msg(shape[4], sizeof shape[4], un, (uint64_t[]){u0, u1 - 1, 1, 1}, u0, u1);
+    shape_msg(shape[5], sizeof shape[5], un, (uint64_t[]){u0, u1 + 1, 1, 1}, u0, u1);
+    shape_msg(shape[6], sizeof shape[6], un, (uint64_t[]){u0, u1, 2, 1}, u0, u1);
+    shape_msg(shape[7], sizeof shape[7], un, (uint64_t[]){u0, u1, 1, 2}, u0, u1);
+    /* block_count: one layer's tensors fit once into the file's tensor count */
+    uint64_t per_layer = 0;
+    for (uint64_t i = 0; i < src->n_tensors; i++)
+        per_layer += src->tensors[i].name.len > 6 &&
+                     memcmp(src->tensors[i].name.ptr, "blk.0.", 6) == 0;
+    ck_assert_uint_eq(src->n_tensors / per_layer, 1);
+    const struct {
+        medit_t e;
+        bt_status_t want;
+        const char *detail;
+    } rows[] = {
+        {{.type = -1}, BT_OK, NULL},
+        {{.tensor = nn, .dne = {-1}, .type = -1}, BT_ERR_FORMAT, shape[0]},
+        {{.tensor = nn, .dne = {1}, .type = -1}, BT_ERR_FORMAT, shape[1]},
+        {{.tensor = un, .dne = {-1}, .type = -1}, BT_ERR_FORMAT, shape[2]},
+        {{.tensor = un, .dne = {1}, .type = -1}, BT_ERR_FORMAT, shape[3]},
+        {{.tensor = un, .dne = {0, -1}, .type = -1}, BT_ERR_FORMAT, shape[4]},
+        {{.tensor = un, .dne = {0, 1}, .type = -1}, BT_ERR_FORMAT, shape[5]},
+        {{.tensor = un, .n_dims = 3, .type = -1}, BT_OK, NULL},
+        {{.tensor = un, .n_dims = 3, .dne = {0, 0, 1}, .type = -1}, BT_ERR_FORMAT, shape[6]},
+        {{.tensor = un, .n_dims = 4, .type = -1}, BT_OK, NULL},
+        {{.tensor = un, .n_dims = 4, .dne = {0, 0, 0, 1}, .type = -1}, BT_ERR_FORMAT, shape[7]},
+        {{.tensor = nn, .type = BT_TYPE_F16}, BT_ERR_UNSUPPORTED,
+         "tensor 'output_norm.weight' must be f32, found type 1"},
+        {{.tensor = un, .type = BT_TYPE_Q8_0}, BT_OK, NULL},
+        {{.tensor = un, .type = BT_TYPE_Q8_1}, BT_ERR_UNSUPPORTED,
+         "tensor 'blk.0.ffn_up.weight' has type q8_1 (9), which baton cannot compute with"},
+        {{.key = "llama.block_count", .u32 = 1, .type = -1}, BT_OK, NULL},
+        {{.key = "llama.block_count", .u32 = 2, .type = -1}, BT_ERR_FORMAT,
+         "block_count 2 is impossible"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char path[PATH_MAX];
+        tmp_path(path, sizeof path, "model");
+        rewrite_model(src, path, &rows[i].e);
+        bt_model_t *m = NULL;
+        capture_start();
+        bt_status_t st = bt_model_open(path, &m);
+        char *log = capture_stop();
+        ck_assert_msg(st == rows[i].want, "row %zu: status %d (%s), expected %d; log: %s", i, st,
+                      bt_status_str(st), rows[i].want, log);
+        if (st == BT_OK) {
+            ck_assert_msg(log[0] == '\0', "row %zu logged: %s", i, log);
+            bt_model_free(m);
+        } else {
+            ck_assert_ptr_null(m);
+            check_one_line(log, "model: ");
+            ck_assert_msg(strstr(log, rows[i].detail) != NULL, "row %zu: log <<%s>> lacks '%s'",
+                          i, log, rows[i].detail);
+        }
+        free(log);
+        unlink(path);
+    }
+    bt_gguf_close(src);
+    unlink(src_path);
+}
+END_TEST
+
 static Suite *gguf_suite(void)
 {
     Suite *s = suite_create("gguf");
@@ -1532,6 +2355,13 @@ static Suite *gguf_suite(void)
     tcase_add_test(limits, test_truncated_everywhere);
     tcase_add_test(limits, test_random_corruption);
     suite_add_tcase(s, limits);
+
+    TCase *bounds_tc = tcase_create("boundaries");
+    tcase_set_timeout(bounds_tc, 60);
+    tcase_add_loop_test(bounds_tc, test_bound_reader, 0, N_BOUNDS);
+    tcase_add_test(bounds_tc, test_bound_getters);
+    tcase_add_test(bounds_tc, test_bound_model);
+    suite_add_tcase(s, bounds_tc);
     return s;
 }
 

@@ -20,6 +20,9 @@ metadata value type, nested arrays. Broken: truncated at each section
 boundary, bad magic and versions, impossible counts, nested arrays too
 deep, duplicate keys and tensor names, overlapping or out-of-file
 tensors, bad alignment, unknown types, inconsistent tokenizer arrays.
+Boundaries (edge-*): every validation rule of the reader at its largest
+legal value and its smallest violation, the same files as check_gguf's
+"boundaries" case.
 """
 import os
 import random
@@ -194,6 +197,118 @@ def all_types_file():
     return f.build()
 
 
+# ---- every validation rule at its boundary ----
+# The rows of check_gguf's "boundaries" case (tests/check_gguf.c, bounds[]),
+# byte for byte: for each rule of the reader the largest legal value and the
+# smallest violation (one byte, element, count or alignment unit past it),
+# as edge-<rule>-<value>.gguf.
+
+MAGIC = 0x46554747
+T_I8 = 24
+
+
+def hdr(nt, nkv, ver=3, magic=MAGIC):
+    return struct.pack("<IIQQ", magic, ver, nt, nkv)
+
+
+def tinfo(name, ne, ttype, offset):
+    return s(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne) + \
+        struct.pack("<IQ", ttype, offset)
+
+
+def pad(b, align=32):
+    return b + bytes(-len(b) % align)
+
+
+def one_tensor(name, ne, ttype, offset, data):
+    return pad(hdr(1, 0) + tinfo(name, ne, ttype, offset)) + bytes(data)
+
+
+def one_kv(key, t):
+    return hdr(0, 1) + s(key) + struct.pack("<I", t)
+
+
+def nested(depth):
+    """depth levels of arrays around one u8 (after the outer ARRAY type)"""
+    return struct.pack("<IQ", ARR, 1) * (depth - 1) + struct.pack("<IQB", U8, 1, 42)
+
+
+PAIRS = [("ab", "ac"), ("a", "ab"), ("ab", "a"), ("ab", "ab")]
+VSIZE = {U8: 1, I8: 1, U16: 2, I16: 2, U32: 4, I32: 4, F32: 4, BOOL: 1, U64: 8, I64: 8, F64: 8}
+M64 = 1 << 64
+
+EDGE = {
+    "magic": (lambda v: struct.pack("<IIQQ", v, 3, 0, 0), [MAGIC - 1, MAGIC, MAGIC + 1]),
+    "version": (lambda v: hdr(0, 0, ver=v), [1, 2, 3, 4]),
+    "tensor-count": (lambda v: pad(hdr(v, 0) + tinfo("w", [1], T_F32, 0)) + bytes(4), [1, 2]),
+    "tensor-count-tight": (lambda v: hdr(v, 0) + tinfo("w", [1], T_F32, 0), [1, 2]),
+    "kv-count": (lambda v: hdr(0, v) + s("k") + struct.pack("<IB", U8, 1), [1, 2]),
+    "kv-count-tight": (lambda v: hdr(0, v) + s("k") + struct.pack("<I", U8), [1, 2]),
+    "key-length": (lambda v: hdr(0, 1) + struct.pack("<Q", v) + b"abcde", [5, 6]),
+    "key-empty": (lambda v: hdr(0, 1) + s(b"kk"[:v]) + struct.pack("<IB", U8, 1), [0, 1]),
+    "string-length": (lambda v: one_kv("s", STR) + struct.pack("<Q", v) + b"hello", [5, 6]),
+    "array-string-length": (lambda v: one_kv("a", ARR) + struct.pack("<IQQ", STR, 1, v) + b"hello",
+                            [5, 6]),
+    "value-type": (lambda v: one_kv("k", v) + bytes(8), [F64, F64 + 1]),
+    "array-element-type": (lambda v: one_kv("k", ARR) + struct.pack("<IQ", v, 0), [F64, F64 + 1]),
+    "bool": (lambda v: one_kv("b", BOOL) + bytes([v]), [1, 2]),
+    "bool-array": (lambda v: one_kv("b", ARR) + struct.pack("<IQ", BOOL, 3) + bytes([1, 0, v]),
+                   [1, 2]),
+    "array-nesting": (lambda v: one_kv("d", ARR) + nested(v), [8, 9]),
+    "array-u8-count": (lambda v: one_kv("a", ARR) + struct.pack("<IQ", U8, v) + b"abcde", [5, 6]),
+    "array-u32-count": (lambda v: one_kv("a", ARR) + struct.pack("<IQ", U32, v) + bytes(8),
+                        [2, 3]),
+    "array-u64-bytes": (lambda v: one_kv("a", ARR) + struct.pack("<IQ", U64, v) + bytes(16),
+                        [(1 << 61) - 1, 1 << 61]),
+    "array-string-count": (lambda v: one_kv("a", ARR) + struct.pack("<IQ", STR, v) + bytes(32),
+                           [4, 5]),
+    "array-array-count": (lambda v: one_kv("a", ARR) + struct.pack("<IQ", ARR, v) +
+                          struct.pack("<IQ", U8, 0) * 3, [3, 4]),
+    "name-length": (lambda v: one_tensor("n" * v, [8], T_F32, 0, 32), [0, 1, 64, 65]),
+    "n-dims": (lambda v: one_tensor("w", [8, 1, 1, 1, 1][:v], T_F32, 0, 32), [0, 1, 4, 5]),
+    "dim-zero": (lambda v: one_tensor("w", [8, v], T_F32, 0, 32), [0, 1]),
+    "dim-range": (lambda v: one_tensor("w", [v], T_I8, 0, 32), [(1 << 63) - 1, 1 << 63]),
+    "element-count": (lambda v: one_tensor("w", [2, v], T_I8, 0, 32), [(1 << 62) - 1, 1 << 62]),
+    "byte-size": (lambda v: one_tensor("w", [v], T_F32, 0, 32), [(1 << 62) - 1, 1 << 62]),
+    "type-id": (lambda v: one_tensor("w", [256], v, 0, 2048),
+                [3, 4, 5, 6, 15, 16, 23, 24, 28, 29, 30, 31, 38, 39, 40]),
+    "block-q8_0": (lambda v: one_tensor("w", [v], T_Q8_0, 0, 64), [31, 32, 33]),
+    "block-q4_k": (lambda v: one_tensor("w", [v], T_Q4_K, 0, 288), [255, 256, 257]),
+    "offset": (lambda v: one_tensor("w", [8], T_F32, v, 128), [31, 32, 33, 96, 128]),
+    "offset-align64": (lambda v: pad(hdr(1, 1) + s("general.alignment") +
+                                     struct.pack("<II", U32, 64) + tinfo("w", [8], T_F32, v),
+                                     64) + bytes(128), [32, 64]),
+    "file-size": (lambda v: (hdr(1, 0) + tinfo("w", [1], T_F32, 0)).ljust(v, b"\0"),
+                  [63, 64, 68]),
+    "tensor-end": (lambda v: (hdr(1, 0) + tinfo("w", [8], T_F32, 0)).ljust(v, b"\0"), [95, 96]),
+    "start-overflow": (lambda v: one_tensor("w", [1], T_F32, v, 32), [M64 - 96, M64 - 64]),
+    "end-overflow": (lambda v: one_tensor("w", [v], T_F32, M64 - 96, 32), [7, 8]),
+    "overlap": (lambda v: pad(hdr(2, 0) + tinfo("a", [v], T_I8, 0) + tinfo("b", [32], T_I8, 32)) +
+                bytes(64), [32, 33]),
+    "duplicate-key": (lambda v: hdr(0, 2) + b"".join(s(k) + struct.pack("<II", U32, i + 1)
+                                                     for i, k in enumerate(PAIRS[v])),
+                      [0, 1, 2, 3]),
+    "duplicate-name": (lambda v: pad(hdr(2, 0) + tinfo(PAIRS[v][0], [8], T_F32, 0) +
+                                     tinfo(PAIRS[v][1], [8], T_F32, 32)) + bytes(64),
+                       [0, 1, 2, 3]),
+    "alignment-type": (lambda v: one_kv("general.alignment", v) +
+                       (32).to_bytes(VSIZE[v], "little"), [U16, U32, I32, U64]),
+    "alignment": (lambda v: hdr(0, 1) + s("general.alignment") + struct.pack("<II", U32, v),
+                  [0, 1, 2, 31, 32, 33, 96, 1 << 31, (1 << 31) + (1 << 30)]),
+    "alignment1-odd-offset": (lambda v: hdr(1, 1) + s("general.alignment") +
+                              struct.pack("<II", U32, v) + tinfo("w", [3], T_I8, 1) + bytes(4),
+                              [1, 2]),
+}
+
+
+def edge_seeds():
+    out = {}
+    for rule, (make, values) in EDGE.items():
+        for v in values:
+            out["edge-%s-%s.gguf" % (rule, v if v < 1 << 32 else hex(v))] = make(v)
+    return out
+
+
 MODELS = {
     # name: baton-mkmodel arguments after --shape tiny
     "model-q4_0.gguf": ["--type", "q4_0"],
@@ -323,6 +438,8 @@ def main():
     seeds["bad-tensor-ne0.gguf"] = bytes(ne0)
     seeds["bad-tensor-block.gguf"] = kvfile(tensors=[("q", [33], T_F32)])[:24] + \
         s("q") + struct.pack("<IQIQ", 1, 33, T_Q8_0, 0) + bytes(64)
+
+    seeds.update(edge_seeds())
 
     # tokenizer metadata that loads as a GGUF but not as a tokenizer
     toks = (STR, ["a", "b", "ab"])
