@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "kernels/types.h"
+#include "model.h"
 #include "params.h"
 #include "plan.h"
 #include "results_h5.h"
@@ -30,9 +31,10 @@ typedef struct plan_args {
     const char *shape, *type; /* a profile from a shape and a node's rates, not measured */
     double node_flops, node_Bps, node_mem, node_overhead_s;
     double model_bytes; /* --model-bytes: the weights to plan for (0: the profile's) */
-    bt_int_list_t nodes, ubatch, parallel;
+    bt_int_list_t nodes, ubatch, parallel, tp;
     int ranks_per_node, cores_per_node, n_prompt, n_gen, threads;
     double latency_s, bandwidth_Bps;
+    double tp_latency_s, tp_bandwidth_Bps; /* between the ranks of one node */
     bool help;
 } plan_args_t;
 
@@ -55,7 +57,14 @@ static void usage(FILE *f)
             "  --ranks-per-node N    pipeline stages per node (default 1)\n"
             "  --cores-per-node N    cores a node has: ranks x threads beyond it share them\n"
             "                        (default: this machine's)\n"
-            "  --links FILE          latency and bandwidth: the mean of FILE's /links\n"
+            "  --tp LIST             tensor ranks per stage to predict (default 1): stages x\n"
+            "                        tp = nodes x ranks per node; a stage inside a node\n"
+            "                        gathers over --tp-latency/--tp-bandwidth, one across\n"
+            "                        nodes over --latency/--bandwidth\n"
+            "  --tp-latency T        a gather's fixed cost between a node's ranks (default 2us)\n"
+            "  --tp-bandwidth B      and its rate (default 80Gbit)\n"
+            "  --links FILE          latency and bandwidth: the mean of FILE's /links (links\n"
+            "                        within a host: the --tp ones)\n"
             "  --latency T           one-way latency per hop, e.g. 20us, 1.5ms (default 20us)\n"
             "  --bandwidth B         per hop, e.g. 100Gbit, 1Gbit, 800Mbit (default 100Gbit)\n"
             "  -p N, -n N            prompt length and decode steps (default 512, 128)\n"
@@ -92,7 +101,8 @@ static bool parse_rate(const char *s, double *out)
 static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
 {
     *a = (plan_args_t){.ranks_per_node = 1, .n_prompt = 512, .n_gen = 128, .latency_s = 20e-6,
-                       .node_overhead_s = 20e-6,
+                       .node_overhead_s = 20e-6, .tp_latency_s = 2e-6,
+                       .tp_bandwidth_Bps = 80e9 / 8,
                        .bandwidth_Bps = 100e9 / 8, .cores_per_node = (int)sysconf(_SC_NPROCESSORS_ONLN)};
     bt_status_t st = BT_OK;
     for (int i = 1; i < argc && st == BT_OK; i++) {
@@ -155,6 +165,12 @@ static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
             st = bt_parse_list(o, v, 1, 1 << 16, &a->ubatch);
         else if (!strcmp(o, "--parallel"))
             st = bt_parse_list(o, v, 1, 1 << 16, &a->parallel);
+        else if (!strcmp(o, "--tp"))
+            st = bt_parse_list(o, v, 1, BT_TP_MAX, &a->tp);
+        else if (!strcmp(o, "--tp-latency") && !parse_time(v, &a->tp_latency_s))
+            st = (bt_log_error("--tp-latency: '%s' is not a time (2us, 0.1ms)", v), BT_ERR_ARG);
+        else if (!strcmp(o, "--tp-bandwidth") && !parse_rate(v, &a->tp_bandwidth_Bps))
+            st = (bt_log_error("--tp-bandwidth: '%s' is not a rate (80Gbit)", v), BT_ERR_ARG);
         else if (!strcmp(o, "--latency") && !parse_time(v, &a->latency_s))
             st = (bt_log_error("--latency: '%s' is not a time (20us, 1.5ms)", v), BT_ERR_ARG);
         else if (!strcmp(o, "--bandwidth") && !parse_rate(v, &a->bandwidth_Bps))
@@ -172,7 +188,8 @@ static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
                        : !strcmp(o, "-n")               ? &a->n_gen
                                                         : &a->threads;
             *dst = (int)n;
-        } else if (strcmp(o, "--latency") && strcmp(o, "--bandwidth")) {
+        } else if (strcmp(o, "--latency") && strcmp(o, "--bandwidth") &&
+                   strcmp(o, "--tp-latency") && strcmp(o, "--tp-bandwidth")) {
             bt_log_error("unknown option '%s'", o);
             st = BT_ERR_ARG;
         }
@@ -190,6 +207,8 @@ static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
         st = bt_parse_list("default", "1-8", 1, 4096, &a->nodes);
     if (st == BT_OK && a->parallel.n == 0)
         st = bt_parse_list("default", "1,16,64", 1, 1 << 16, &a->parallel);
+    if (st == BT_OK && a->tp.n == 0)
+        st = bt_parse_list("default", "1", 1, BT_TP_MAX, &a->tp);
     return st;
 }
 
@@ -203,7 +222,24 @@ typedef struct loaded {
     char model[512];
     double weight_bytes; /* all weights (a shape's profile; 0: unknown) */
     double kv_pos_layer; /* KV cache bytes per position and layer */
+    bt_hparams_t hp;     /* the model's dimensions (have_hp), for tensor ranks */
+    bool have_hp;
 } loaded_t;
+
+/* The dimensions of the model file at path into L (when it can be read
+ * here: tensor ranks need them; without, rows of tensor ranks are skipped). */
+static void load_hparams(const char *path, loaded_t *L)
+{
+    bt_model_t *m;
+    bt_log_capture(1);
+    if (bt_model_open(path, &m) == BT_OK) {
+        L->hp = m->hp;
+        L->have_hp = true;
+        bt_model_free(m);
+    }
+    bt_log_flush_captured(0);
+    bt_log_capture(0);
+}
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -276,6 +312,7 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
         snprintf(L->model, sizeof L->model, "%s", r[i].model_filename);
     }
     free(r);
+    load_hparams(L->model, L);
     L->p.n_rows = nr;
     L->p.rows = L->rows;
     L->p.n_ctx = nc;
@@ -295,9 +332,77 @@ static void loaded_free(loaded_t *L)
     free(L->embed);
 }
 
+/* ---- tensor ranks ---- */
+
+/* What a stage of T tensor ranks adds and saves for a model of these
+ * dimensions (docs/design.md, "Tensor parallelism"): the largest rank's
+ * share of a layer's multiply-adds (its heads' q, k, v rows, its features
+ * of attn_output and ffn_down, its hidden units or experts; the router on
+ * every rank) and of the head's vocabulary, the gathers of a layer, and
+ * the most bytes a rank receives in them per row. A gather of T ranks
+ * takes ceil(log2 T) latencies. Zero (no tensor ranks) for T <= 1. */
+static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, double lat, double bw)
+{
+    bt_share_t s;
+    bt_log_capture(1);
+    const bool ok = T > 1 && bt_share_init(hp, 0, T, &s) == BT_OK;
+    bt_log_flush_captured(0);
+    bt_log_capture(0);
+    if (!ok)
+        return (bt_plan_tensor_t){0};
+    const bool moe = hp->n_expert > 0;
+    const double e = hp->n_embd, hd = hp->head_dim, q = (double)hp->n_head * hd;
+    const double expert = 3 * e * hp->n_ff_exp * hp->n_expert_used;
+    const double whole = e * (2 * q + 2.0 * hp->n_head_kv * hd) +
+                         (moe ? e * hp->n_expert + expert : 3 * e * hp->n_ff);
+    double most = 0, recv = 0, vocab = 0;
+    for (int r = 0; r < T; r++) {
+        int kv0, kv1;
+        bt_share_kv(&s, hp, r, &kv0, &kv1);
+        const double heads = (double)(s.head[r + 1] - s.head[r]) * hd;
+        const double embd = s.embd[r + 1] - s.embd[r], ff = s.ff[r + 1] - s.ff[r];
+        const double ex = moe ? (double)(s.expert[r + 1] - s.expert[r]) / hp->n_expert : 0;
+        const double mine = e * (heads + 2.0 * (kv1 - kv0) * hd) + embd * q +
+                            (moe ? e * hp->n_expert + expert * ex : 2 * e * ff + embd * hp->n_ff);
+        const double in = (q - heads) + (e - embd) +
+                          (moe ? hp->n_expert_used * e * (1 - ex) : (hp->n_ff - ff) + (e - embd));
+        most = mine > most ? mine : most;
+        recv = in > recv ? in : recv;
+        const double v = (double)(s.vocab[r + 1] - s.vocab[r]) / hp->n_vocab;
+        vocab = v > vocab ? v : vocab;
+    }
+    return (bt_plan_tensor_t){.tp = T, .share = most / whole, .head_share = vocab,
+                              .gathers = moe ? 3 : 4, .bytes_row = recv * sizeof(float),
+                              .latency_s = lat * ceil(log2(T)), .bandwidth_Bps = bw};
+}
+
+/* The mean latency and bandwidth of a run's /links within a host (*in_*:
+ * the tensor ranks' links when a stage is on one host) and across hosts
+ * (*lat, *bw); each left as it was when the run has no such link. */
+static void split_links(const bt_h5_link_t *l, int n, int64_t run, double *lat, double *bw,
+                        double *in_lat, double *in_bw)
+{
+    double sum[2][2] = {{0}}; /* [within a host][latency, bandwidth] */
+    int k[2] = {0};
+    for (int i = 0; i < n; i++)
+        if (l[i].run_id == run) {
+            const int in = !strcmp(l[i].link.from_host, l[i].link.to_host);
+            sum[in][0] += l[i].link.latency_us * 1e-6;
+            sum[in][1] += l[i].link.bandwidth_MBps * 1e6;
+            k[in]++;
+        }
+    double *out[2][2] = {{lat, bw}, {in_lat, in_bw}};
+    for (int in = 0; in < 2; in++)
+        for (int j = 0; j < 2 && k[in] > 0; j++)
+            *out[in][j] = sum[in][j] / k[in];
+}
+
 /* The mean latency and bandwidth of a results file's /links (of its last
- * run that has any). */
-static bt_status_t load_links(const char *path, int64_t run, double *lat, double *bw)
+ * run that has any, or of run): across hosts into *lat, *bw (where the run
+ * has none, the links within a host, as one node's ranks run), within a
+ * host into *in_lat, *in_bw (may be NULL). */
+static bt_status_t load_links(const char *path, int64_t run, double *lat, double *bw,
+                              double *in_lat, double *in_bw)
 {
     bt_h5_link_t *l;
     int n;
@@ -309,18 +414,17 @@ static bt_status_t load_links(const char *path, int64_t run, double *lat, double
         last = l[i].run_id > last ? l[i].run_id : last;
     if (run < 0)
         run = last;
-    double sl = 0, sb = 0;
     int k = 0;
     for (int i = 0; i < n; i++)
-        if (l[i].run_id == run) {
-            sl += l[i].link.latency_us * 1e-6;
-            sb += l[i].link.bandwidth_MBps * 1e6;
-            k++;
-        }
+        k += l[i].run_id == run;
+    double x_lat = NAN, x_bw = NAN, i_lat = NAN, i_bw = NAN;
+    split_links(l, n, run, &x_lat, &x_bw, &i_lat, &i_bw);
     free(l);
     if (k > 0) {
-        *lat = sl / k;
-        *bw = sb / k;
+        *lat = isnan(x_lat) ? i_lat : x_lat;
+        *bw = isnan(x_bw) ? i_bw : x_bw;
+        if (in_lat != NULL && !isnan(i_lat))
+            *in_lat = i_lat, *in_bw = i_bw;
     }
     return k > 0 || run != last ? BT_OK : BT_ERR_ARG;
 }
@@ -466,6 +570,11 @@ static bt_status_t synth_profile(const plan_args_t *a, loaded_t *L)
     L->p = (bt_profile_t){s.n_layer, nr, L->rows, nc, L->ctx, L->layer, L->head, L->embed,
                           4.0 * s.n_embd + 16, 64};
     L->threads = 1;
+    L->hp = (bt_hparams_t){.n_vocab = s.n_vocab, .n_embd = s.n_embd, .n_layer = s.n_layer,
+                           .n_head = s.n_head, .n_head_kv = s.n_head_kv, .head_dim = hd,
+                           .n_ff = s.n_expert > 0 ? 0 : s.n_ff, .n_expert = s.n_expert,
+                           .n_expert_used = s.n_expert_used, .n_ff_exp = s.n_ff_exp};
+    L->have_hp = true;
     L->weight_bytes = (double)bt_synth_n_params(&s) * sc.bytes_w;
     L->kv_pos_layer = sc.kv_row;
     snprintf(L->model, sizeof L->model,
@@ -490,28 +599,45 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
            a->latency_s * 1e6, a->bandwidth_Bps * 8 / 1e9, a->n_prompt, a->n_gen);
     const double weights = a->model_bytes > 0 ? a->model_bytes : L->weight_bytes;
     const bool mem = weights > 0;
-    printf("| nodes | stages | split | -ub | pp t/s GPipe | pp t/s sync | pp speedup | pp "
+    printf("| nodes | stages | tp | split | -ub | pp t/s GPipe | pp t/s sync | pp speedup | pp "
            "efficiency");
     for (int i = 0; i < a->parallel.n; i++)
         printf(" | tg t/s %d seq%s (groups)", a->parallel.v[i], a->parallel.v[i] > 1 ? "s" : "");
-    printf("%s |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---:",
+    printf("%s |\n| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---:",
            mem ? " | GiB a node" : "");
     for (int i = 0; i < a->parallel.n + mem; i++)
         printf(" | ---:");
     printf(" |\n");
     double base = NAN;
     int *bounds = malloc(sizeof(int) * (size_t)(p->n_layer + 1));
-    bt_plan_row_t *out = calloc((size_t)a->nodes.n * (size_t)a->parallel.n + 1, sizeof *out);
+    bt_plan_row_t *out =
+        calloc((size_t)a->nodes.n * (size_t)a->tp.n * (size_t)a->parallel.n + 1, sizeof *out);
     int n_out = 0;
     char created[32];
     time_t now = time(NULL);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    for (int ni = 0; ni < a->nodes.n; ni++) {
-        const int N = a->nodes.v[ni], S = N * a->ranks_per_node;
+    const int R = a->ranks_per_node;
+    for (int ni = 0; ni < a->nodes.n; ni++)
+    for (int ti = 0; ti < a->tp.n; ti++) {
+        /* S stages of T tensor ranks: inside a node while T <= its ranks,
+         * else each stage across nodes (its gathers over the node links) */
+        const int N = a->nodes.v[ni], T = a->tp.v[ti], S = N * R / T;
+        if (N * R % T != 0)
+            continue;
         if (S > p->n_layer) {
-            printf("| %d | %d | (more stages than the model's %d layers) |\n", N, S, p->n_layer);
+            printf("| %d | %d | %d | (more stages than the model's %d layers) |\n", N, S, T,
+                   p->n_layer);
             continue;
         }
+        if (T > 1 && !L->have_hp) {
+            printf("| %d | %d | %d | (tensor ranks: the model file %s cannot be read for its "
+                   "dimensions) |\n", N, S, T, L->model);
+            continue;
+        }
+        const bt_plan_tensor_t tensor =
+            T > 1 ? tensor_costs(&L->hp, T, T <= R ? a->tp_latency_s : a->latency_s,
+                                 T <= R ? a->tp_bandwidth_Bps : a->bandwidth_Bps)
+                  : (bt_plan_tensor_t){0};
         double best = -1;
         int best_ub = 0;
         double best_sync = 0;
@@ -521,7 +647,8 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             if (ubs[u] < 8 && n_ub > 1)
                 continue; /* tiny micro-batches: never the best prefill */
             split(p, S, ubs[u], a->n_prompt, bounds);
-            bt_plan_pipe_t pp = {p, S, bounds, a->latency_s, a->bandwidth_Bps, node_share(a, L), {0}};
+            bt_plan_pipe_t pp = {p,           S, bounds, a->latency_s, a->bandwidth_Bps,
+                                 node_share(a, L), tensor};
             const double ts = predict_pp(&pp, a->n_prompt, ubs[u], BT_PLAN_GPIPE).sim_ts;
             if (ts > best) {
                 best = ts;
@@ -541,11 +668,12 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             }
             snprintf(sp, sizeof sp, lo == hi ? "%d each" : "%d-%d each", lo, hi);
         }
-        bt_plan_pipe_t pp = {p, S, bounds, a->latency_s, a->bandwidth_Bps, node_share(a, L), {0}};
-        if (ni == 0 || isnan(base))
+        bt_plan_pipe_t pp = {p, S, bounds, a->latency_s, a->bandwidth_Bps, node_share(a, L),
+                             tensor};
+        if (isnan(base))
             base = best / N;
-        printf("| %d | %d | %s | %d | %.1f | %.1f | %.2f | %.0f%%", N, S, sp, best_ub, best,
-               best_sync, best / base, 100.0 * best / (base * N));
+        printf("| %d | %d | %d | %s | %d | %.1f | %.1f | %.2f | %.0f%%", N, S, T, sp, best_ub,
+               best, best_sync, best / base, 100.0 * best / (base * N));
         bt_plan_row_t *row0 = out + n_out;
         for (int i = 0; i < a->parallel.n; i++) {
             const int P = a->parallel.v[i];
@@ -561,7 +689,7 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             printf(" | %.1f (%d)", bt, bg);
             if (out != NULL) {
                 bt_plan_row_t *o = &out[n_out++];
-                *o = (bt_plan_row_t){.nodes = N, .stages = S, .ranks_per_node = a->ranks_per_node,
+                *o = (bt_plan_row_t){.nodes = N, .stages = S, .ranks_per_node = R, .tp = T,
                                      .n_ubatch = best_ub, .n_prompt = a->n_prompt,
                                      .n_gen = a->n_gen, .latency_us = a->latency_s * 1e6,
                                      .bandwidth_MBps = a->bandwidth_Bps / 1e6,
@@ -576,12 +704,15 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
         }
         if (mem) { /* the busiest node: its layers' weights and the KV of the largest P */
             int most = 0; /* (a measured profile's weights count packed copies) */
-            for (int s = 0; s < S; s += a->ranks_per_node) {
-                const int e = s + a->ranks_per_node < S ? s + a->ranks_per_node : S;
+            const int per = T <= R ? R / T : 1; /* stages a node holds (of a wider one: R/T) */
+            for (int s = 0; s < S; s += per) {
+                const int e = s + per < S ? s + per : S;
                 most = bounds[e] - bounds[s] > most ? bounds[e] - bounds[s] : most;
             }
             const int P = a->parallel.v[a->parallel.n - 1];
-            const double gib = (weights * most / p->n_layer +
+            const double part = T <= R ? 1.0 : (double)R / T;
+            const double gib = part *
+                               (weights * most / p->n_layer +
                                 (double)most * P * (a->n_prompt + a->n_gen) * L->kv_pos_layer) /
                                1073741824.0;
             printf(" | %.3g%s", gib, a->node_mem > 0 && gib * 1073741824.0 > a->node_mem
@@ -647,8 +778,9 @@ static int run_compare(const plan_args_t *a)
     int n_cache = 0;
     printf("Measured (%s) against predicted (profile %s; the model's figure, the simulator's "
            "in brackets):\n", a->compare, a->profile);
-    printf("| test | ranks | threads | -ub | pipeline | seqs | split | measured t/s | predicted "
-           "t/s | error |\n| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n");
+    printf("| test | ranks | tp | threads | -ub | pipeline | seqs | split | measured t/s | "
+           "predicted t/s | error |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | "
+           "---: | ---: |\n");
     bool traced = false;
     for (int i = 0; i < n; i++) {
         const bt_h5_result_t *r = &res[i];
@@ -663,30 +795,36 @@ static int run_compare(const plan_args_t *a)
             bt_log_flush_captured(0);
             bt_log_capture(0);
         }
+        /* S stages of T tensor ranks (a version 4 row: T = 1) */
+        const int T = r->tp > 1 ? r->tp : 1, S = r->n_ranks / T;
         int bounds[65];
-        if (L == NULL || r->n_ranks > 64 || !parse_split(r->layer_split, r->n_ranks,
-                                                         L->p.n_layer, bounds)) {
+        if (L == NULL || S > 64 || r->n_ranks % T != 0 || (T > 1 && !L->have_hp) ||
+            !parse_split(r->layer_split, S, L->p.n_layer, bounds)) {
             skipped++;
             continue;
         }
         double lat = a->latency_s, bw = a->bandwidth_Bps;
+        double tlat = a->tp_latency_s, tbw = a->tp_bandwidth_Bps;
         if (r->n_ranks > 1)
-            load_links(a->links ? a->links : a->compare, a->links ? -1 : r->run_id, &lat, &bw);
+            load_links(a->links ? a->links : a->compare, a->links ? -1 : r->run_id, &lat, &bw,
+                       &tlat, &tbw);
         /* ranks of one run here share one node; only the ranks that compute
          * at once share its cores (waiting ones yield them: --mca
-         * mpi_yield_when_idle): all with GPipe, one with --pipeline 0 or
-         * one decode group, one a group in flight */
-        bt_plan_pipe_t pp = {&L->p, r->n_ranks, bounds, lat, bw, 1.0, {0}};
+         * mpi_yield_when_idle): all with GPipe, one stage with --pipeline 0
+         * or one decode group, one a group in flight; a stage's tensor
+         * ranks all compute at once */
+        bt_plan_pipe_t pp = {&L->p, S, bounds, lat, bw, 1.0, {0}};
+        if (T > 1)
+            pp.tensor = tensor_costs(&L->hp, T, tlat, tbw);
         pred_t pr;
         const bool is_pp = r->n_gen == 0 && r->n_prompt > 0, is_tg = r->n_prompt == 0;
         if (is_pp && r->n_parallel == 1) {
-            pp.slowdown = slowdown(r->pipeline ? r->n_ranks : 1, r->n_threads, a->cores_per_node);
+            pp.slowdown = slowdown((r->pipeline ? S : 1) * T, r->n_threads, a->cores_per_node);
             pr = predict_pp(&pp, r->n_prompt, r->n_ubatch, r->pipeline ? BT_PLAN_GPIPE
                                                                         : BT_PLAN_SYNC);
         } else if (is_tg) {
-            const int G = r->pipeline ? (r->n_parallel < r->n_ranks ? r->n_parallel : r->n_ranks)
-                                      : 1;
-            pp.slowdown = slowdown(G, r->n_threads, a->cores_per_node);
+            const int G = r->pipeline ? (r->n_parallel < S ? r->n_parallel : S) : 1;
+            pp.slowdown = slowdown(G * T, r->n_threads, a->cores_per_node);
             pr = predict_tg(&pp, r->n_gen, r->n_parallel, G);
         } else {
             skipped++;
@@ -698,8 +836,8 @@ static int run_compare(const plan_args_t *a)
             worst_err = fabs(e);
             worst = i;
         }
-        printf("| %s | %d | %d | %d | %d | %d | %s | %.1f | %.1f (%.1f) | %+.0f%% |\n", r->test,
-               r->n_ranks, r->n_threads, r->n_ubatch, r->pipeline, r->n_parallel,
+        printf("| %s | %d | %d | %d | %d | %d | %d | %s | %.1f | %.1f (%.1f) | %+.0f%% |\n",
+               r->test, r->n_ranks, T, r->n_threads, r->n_ubatch, r->pipeline, r->n_parallel,
                r->layer_split, r->avg_ts, pr.model_ts, pr.sim_ts, 100 * e);
         if (a->trace != NULL && !traced && is_pp && r->n_ranks > 1) {
             bt_plan_sim_t sim;
@@ -717,7 +855,8 @@ static int run_compare(const plan_args_t *a)
         const double med = k % 2 ? err[k / 2] : (err[k / 2 - 1] + err[k / 2]) / 2;
         printf("compare: %d rows, median absolute error %.1f%%, worst %.1f%% (%s, %d ranks, "
                "-ub %d, pipeline %d, %d seqs); %d rows skipped (no profile at their thread "
-               "count, or a test the model does not cover)\n",
+               "count, a test the model does not cover, or tensor ranks without the model "
+               "file to size them)\n",
                k, 100 * med, 100 * worst_err, res[worst].test, res[worst].n_ranks,
                res[worst].n_ubatch, res[worst].pipeline, res[worst].n_parallel, skipped);
     } else {
@@ -748,7 +887,8 @@ int main(int argc, char **argv)
         loaded_t L;
         if ((a.shape ? synth_profile(&a, &L) : load_profile(a.profile, a.threads, &L)) != BT_OK)
             rc = 1;
-        else if (a.links != NULL && load_links(a.links, -1, &a.latency_s, &a.bandwidth_Bps) != BT_OK) {
+        else if (a.links != NULL && load_links(a.links, -1, &a.latency_s, &a.bandwidth_Bps,
+                                               &a.tp_latency_s, &a.tp_bandwidth_Bps) != BT_OK) {
             bt_log_error("--links: %s has no /links rows (run baton-bench on 2 or more ranks "
                          "with --hdf5)", a.links);
             rc = 1;
@@ -760,5 +900,6 @@ int main(int argc, char **argv)
     bt_int_list_free(&a.nodes);
     bt_int_list_free(&a.ubatch);
     bt_int_list_free(&a.parallel);
+    bt_int_list_free(&a.tp);
     return rc;
 }

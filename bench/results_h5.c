@@ -197,6 +197,7 @@ static hid_t plan_type(void)
     INSERT(t, bt_plan_row_t, nodes, H5T_NATIVE_INT32);
     INSERT(t, bt_plan_row_t, stages, H5T_NATIVE_INT32);
     INSERT(t, bt_plan_row_t, ranks_per_node, H5T_NATIVE_INT32);
+    INSERT(t, bt_plan_row_t, tp, H5T_NATIVE_INT32);
     INSERT_STR(t, bt_plan_row_t, split);
     INSERT(t, bt_plan_row_t, n_ubatch, H5T_NATIVE_INT32);
     INSERT(t, bt_plan_row_t, n_prompt, H5T_NATIVE_INT32);

@@ -39,7 +39,7 @@
 
 #define BT_H5_FORMAT "baton-bench results"
 /* 2: /links; 3: n_parallel in /results; 4: /profile, /plan; 5: split_mode and tp in
- * /results, gather_s in /stage_times */
+ * /results, gather_s in /stage_times, tp in /plan */
 #define BT_H5_FORMAT_VERSION 5
 /* The oldest version the readers (bt_h5_read_*) take. */
 #define BT_H5_READ_VERSION_MIN 4
@@ -115,6 +115,7 @@ typedef struct bt_plan_row {
     char created[32];       /* when baton-plan ran (ISO 8601 UTC) */
     char source[512];       /* the profile: a results file, or a shape and a node's rates */
     int32_t nodes, stages, ranks_per_node;
+    int32_t tp;             /* tensor ranks per stage (stages x tp = nodes x ranks_per_node) */
     char split[128];        /* layers per stage, "20/20/20/20" */
     int32_t n_ubatch, n_prompt, n_gen;
     double latency_us, bandwidth_MBps;

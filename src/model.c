@@ -534,6 +534,35 @@ static void split_even(int n, int size, int align, int *at)
         at[r] = (int)(units * r / size) * align;
 }
 
+/* Where the heads split unevenly (SmolLM2's 3 kv heads over 2 ranks: 3
+ * and 6 query heads), the dense FFN's hidden units even out each rank's
+ * weights: a rank with fewer q, k, v rows takes more gate and up rows, in
+ * whole 16-row panels, at least one panel each. Any split gives the same
+ * bits; this one keeps the ranks from waiting on each other at every
+ * gather. */
+static void balance_ff(const bt_hparams_t *hp, bt_share_t *s)
+{
+    const int T = s->size, unit = BT_MATMUL_ROWS, group = hp->n_head / hp->n_head_kv;
+    if (T < 2 || hp->n_ff % unit != 0 || hp->n_ff / unit < T)
+        return;
+    double attn[BT_TP_MAX], mean = 0.0; /* q, k, v rows a rank holds, per hidden unit's 2 */
+    for (int r = 0; r < T; r++) {
+        const int kv = (s->head[r + 1] - 1) / group + 1 - s->head[r] / group;
+        attn[r] = (double)(s->head[r + 1] - s->head[r] + 2 * kv) * hp->head_dim / 2.0;
+        mean += attn[r] / T;
+    }
+    int at = 0;
+    for (int r = 0; r < T; r++) {
+        s->ff[r] = at;
+        const int left = hp->n_ff / unit - at / unit; /* panels for ranks r.. */
+        int panels = (int)((double)hp->n_ff / T / unit + (mean - attn[r]) / unit + 0.5);
+        panels = panels < 1 ? 1 : panels;
+        panels = panels > left - (T - 1 - r) ? left - (T - 1 - r) : panels;
+        at += r == T - 1 ? left * unit : panels * unit;
+    }
+    s->ff[T] = hp->n_ff;
+}
+
 bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bt_share_t *out)
 {
     if (size < 1 || size > BT_TP_MAX || rank < 0 || rank >= size) {
@@ -567,6 +596,7 @@ bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bt_share_t
     }
     split_even(hp->n_embd, size, BT_MATMUL_ROWS, s.embd);
     split_even(hp->n_ff, size, BT_MATMUL_ROWS, s.ff);
+    balance_ff(hp, &s);
     split_even(hp->n_expert, size, 1, s.expert);
     split_even(hp->n_vocab, size, BT_MATMUL_ROWS, s.vocab);
     *out = s;

@@ -48,7 +48,7 @@ timeout 300 "$bin/baton-bench" -m "$m" --profile -t 2 -ub 64 --profile-ctx 0,128
 # the table: every node count, the split, a prediction that says it is one
 if "$bin/baton-plan" --profile "$h5" -t 1 --nodes 1-4 -p 256 -n 16 --parallel 1,4 \
     --latency 50us --bandwidth 10Gbit --hdf5 "$tmp/plan.h5" >"$tmp/table" 2>&1 &&
-    grep -q "^Predicted (not measured)" "$tmp/table" && grep -q "^| 4 | 4 | 2/2/2/2 |" "$tmp/table" &&
+    grep -q "^Predicted (not measured)" "$tmp/table" && grep -q "^| 4 | 4 | 1 | 2/2/2/2 |" "$tmp/table" &&
     grep -q "plan: 8 rows appended" "$tmp/table"; then
     ok "baton-plan: 4 node counts x 2 sequence counts, 8 rows in /plan"
 else
@@ -56,18 +56,31 @@ else
 fi
 # memory a node: the profile's weights, or --model-bytes's against --node-mem
 if "$bin/baton-plan" --profile "$h5" -t 1 --nodes 1,2 -p 64 -n 8 --parallel 1 --model-bytes 40G \
-    --node-mem 24 >"$tmp/mem" 2>&1 && grep -q "^| 1 | 1 | 8 |.* | 40 (does not fit) |" "$tmp/mem" &&
-    grep -q "^| 2 | 2 | 4/4 |.* | 20 |" "$tmp/mem"; then
+    --node-mem 24 >"$tmp/mem" 2>&1 && grep -q "^| 1 | 1 | 1 | 8 |.* | 40 (does not fit) |" "$tmp/mem" &&
+    grep -q "^| 2 | 2 | 1 | 4/4 |.* | 20 |" "$tmp/mem"; then
     ok "baton-plan --model-bytes 40G: one 24 GiB node cannot hold it, two hold 20 GiB each"
 else
     bad "baton-plan --model-bytes"; cat "$tmp/mem"
 fi
 if "$bin/baton-plan" --shape llama3-70b --type q4_k --node-tflops 100 --node-gbs 273 --node-mem 64 \
-    --nodes 1,2,4 -p 2048 >"$tmp/shape" 2>&1 && grep -q "| 1 | 1 | 80 |.*(does not fit) |" "$tmp/shape" &&
-    grep -q "^| 4 | 4 | 20/20/20/20 |" "$tmp/shape"; then
+    --nodes 1,2,4 -p 2048 >"$tmp/shape" 2>&1 && grep -q "| 1 | 1 | 1 | 80 |.*(does not fit) |" "$tmp/shape" &&
+    grep -q "^| 4 | 4 | 1 | 20/20/20/20 |" "$tmp/shape"; then
     ok "baton-plan --shape llama3-70b: one 64 GiB node cannot hold it, four split 20 layers each"
 else
     bad "baton-plan --shape"; cat "$tmp/shape"
+fi
+# tensor ranks: 2 ranks a node as 2 stages or 1 stage of 2 (--tp 1,2); a
+# stage of tensor ranks costs half a layer plus its gathers, so its decode
+# of one sequence beats the 2 stages' (one stage works at a time there)
+if "$bin/baton-plan" --profile "$h5" -t 1 --nodes 1,2 --ranks-per-node 2 --cores-per-node 2 \
+    --tp 1,2 -p 256 -n 16 --parallel 1 >"$tmp/tp" 2>&1 &&
+    grep -q "^| 1 | 2 | 1 | 4/4 |" "$tmp/tp" && grep -q "^| 1 | 1 | 2 | 8 |" "$tmp/tp" &&
+    grep -q "^| 2 | 2 | 2 | 4/4 |" "$tmp/tp" &&
+    awk -F'|' '$2 + 0 == 1 && $4 + 0 == 1 { a = $11 + 0 } $2 + 0 == 1 && $4 + 0 == 2 { b = $11 + 0 }
+               END { exit !(a > 0 && b > 1.3 * a) }' "$tmp/tp"; then
+    ok "baton-plan --tp 1,2: 1 stage of 2 tensor ranks decodes faster than 2 stages"
+else
+    bad "baton-plan --tp"; cat "$tmp/tp"
 fi
 if [ -x "$py" ] && "$py" -c "import h5py, matplotlib" 2>/dev/null; then
     if "$py" "$scripts/plot-plan" "$tmp/plan.h5" --measured "$h5" -o "$tmp/plan.png" \
@@ -89,7 +102,7 @@ if mpi 2 "$bin/baton-bench" -m "$m" -p 256 -n 16 -t 1 -ub 32 --pipeline 0,1 -r 3
         # every prediction within 20x of its measurement (the units and the
         # schedule, not the speed: make -j runs other tests beside these)
         med=$(sed -n 's/^compare: .* median absolute error \([0-9.]*\)%.*/\1/p' "$tmp/cmp")
-        far=$(awk -F'|' '/^\| (pp|tg)/ { m = $9 + 0; p = $10 + 0
+        far=$(awk -F'|' '/^\| (pp|tg)/ { m = $10 + 0; p = $11 + 0
                 if (m <= 0 || p <= 0 || p / m > 20 || m / p > 20) n++ } END { print n + 0 }' \
             "$tmp/cmp")
         rows=$(grep -cE '^\| (pp|tg)' "$tmp/cmp")
@@ -108,6 +121,27 @@ if mpi 2 "$bin/baton-bench" -m "$m" -p 256 -n 16 -t 1 -ub 32 --pipeline 0,1 -r 3
     fi
 else
     bad "2-rank baton-bench"; cat "$tmp/bench"
+fi
+
+# and a stage of 2 tensor ranks (-sm tensor): its rows predicted too, from
+# the model's dimensions and the run's links within the host
+if mpi 2 "$bin/baton-bench" -m "$m" -p 256 -n 16 -t 1 -sm tensor -r 3 --hdf5 "$tmp/tp.h5" \
+    >"$tmp/tpbench" 2>&1; then
+    if "$bin/baton-plan" --profile "$h5" --compare "$tmp/tp.h5" >"$tmp/tpcmp" 2>&1; then
+        grep -E "^\| (pp|tg)|^compare:" "$tmp/tpcmp"
+        far=$(awk -F'|' '/^\| (pp|tg)/ && $4 + 0 == 2 { m = $10 + 0; p = $11 + 0
+                if (m <= 0 || p <= 0 || p / m > 20 || m / p > 20) n++; k++ }
+                END { print (k == 2 ? n + 0 : "rows " k + 0) }' "$tmp/tpcmp")
+        if [ "$far" = 0 ]; then
+            ok "--compare: pp256 and tg16 of 2 tensor ranks predicted within 20x"
+        else
+            bad "--compare of tensor ranks: $far"; cat "$tmp/tpcmp"
+        fi
+    else
+        bad "baton-plan --compare (tensor ranks)"; cat "$tmp/tpcmp"
+    fi
+else
+    bad "2-rank baton-bench -sm tensor"; cat "$tmp/tpbench"
 fi
 
 # bad input

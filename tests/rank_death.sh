@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A rank that dies: baton-bench on 3 ranks, one rank SIGKILLed (the first,
 # the middle and the last stage) while a ppN test repeats, while a tgN test
-# repeats, and between two tests. Each time the whole job must end with a
+# repeats, and between two tests; and on 4 ranks as 2 stages of 2 tensor
+# ranks (-tp 2), a follower and a leader killed inside their stage. Each time the whole job must end with a
 # non-zero status within 10 s, leave no rank behind, and the HDF5 file must
 # keep every row that was finished before the kill, readable by h5dump and
 # read back by check_results.
@@ -49,7 +50,7 @@ kill_test() {
     local name=$1 rank=$2 phase=$3
     shift 3
     local h5="$tmp/$name.h5" err="$tmp/$name.err"
-    "$launcher" -np 3 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
+    "$launcher" -np "$np" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
         "$bin/baton-bench" -m "$m" -t 1 -v --hdf5 "$h5" "$@" >/dev/null 2>"$err" &
     job=$!
     local seen=0 i
@@ -117,6 +118,7 @@ kill_test() {
 }
 
 start=$SECONDS
+np=3
 for rank in 0 1 2; do
     # prefill: pp16 finishes (a row), then pp512 repeats in micro-batches of 32
     kill_test "prefill-rank$rank" "$rank" test1 -p 16,512 -n 0 -ub 32 -r 1500
@@ -125,6 +127,15 @@ for rank in 0 1 2; do
     # between tests: the first row is written, the next test waits --delay
     kill_test "between-rank$rank" "$rank" row1 -p 16 -n 0 -ub 4,8,16 -r 2 --delay 5
 done
+# A rank killed inside a tensor group: 4 ranks as 2 stages of 2 tensor
+# ranks (-tp 2): the first stage's follower (rank 1) during decode, and the
+# second stage's leader (rank 2) and follower (rank 3) during prefill; the
+# dead rank's partner waits in a gather or for a command, the other stage
+# in the pipeline.
+np=4
+kill_test "tensor-decode-rank1" 1 test1 -p 16 -n 256 -r 400 -tp 2
+kill_test "tensor-prefill-rank2" 2 test1 -p 16,512 -n 0 -ub 32 -r 1500 -tp 2
+kill_test "tensor-prefill-rank3" 3 test1 -p 16,512 -n 0 -ub 32 -r 1500 -tp 2
 echo "kill tests took $((SECONDS - start)) s"
 
 tap_done

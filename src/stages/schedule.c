@@ -597,6 +597,8 @@ int bt_default_threads(MPI_Comm comm)
 void bt_pipe_trace_start(bt_pipe_t *p)
 {
     MPI_Barrier(p->world);
+    p->tensor.n_gathers = p->tensor.gather_floats = 0;
+    p->tensor.gather_seconds = 0.0;
     if (p->tracing)
         bt_trace_start(&p->trace);
 }
@@ -617,6 +619,10 @@ bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb, bool 
     const int S = p->n_stages, T = p->tp_size, W = p->world_size;
     const bool root = p->world_rank == 0;
     int n = p->trace.n;
+    /* the gathers since the trace started: how many, and the floats received */
+    const double mine[2] = {(double)p->tensor.n_gathers, (double)p->tensor.gather_floats};
+    double *gathered = root ? malloc(sizeof mine * (size_t)W) : NULL;
+    MPI_Gather(mine, 2, MPI_DOUBLE, gathered, 2, MPI_DOUBLE, 0, p->world);
     int *counts = root ? malloc(sizeof(int) * (size_t)W) : NULL;
     int *displs = root ? malloc(sizeof(int) * (size_t)W) : NULL;
     MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, p->world);
@@ -645,10 +651,13 @@ bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb, bool 
                 bt_log_info("stage %d: busy %5.1f%%  wait %5.1f%%  (%d events)", r,
                             pc * stage[r].busy, pc * stage[r].wait, counts[r]);
             else
-                bt_log_info("stage %d rank %d: busy %5.1f%% (gathers %4.1f%%)  wait %5.1f%%  "
-                            "(%d events)", r / T, r % T, pc * stage[r].busy,
+                bt_log_info("stage %d rank %d: busy %5.1f%% (gathers %4.1f%%: %.0f of them, "
+                            "%.2f MiB received)  wait %5.1f%%  (%d events)", r / T, r % T,
+                            pc * stage[r].busy,
                             pc * gather_seconds(all + displs[r] / (int)sizeof(bt_event_t),
                                                 counts[r]),
+                            gathered ? gathered[2 * r] : 0.0,
+                            gathered ? gathered[2 * r + 1] * sizeof(float) / 1048576.0 : 0.0,
                             pc * stage[r].wait, counts[r]);
         }
         if (print && st == BT_OK)
@@ -664,6 +673,7 @@ bt_status_t bt_pipe_trace_report(bt_pipe_t *p, const char *path, int n_mb, bool 
     free(all);
     free(displs);
     free(counts);
+    free(gathered);
     int code = (int)st;
     MPI_Bcast(&code, 1, MPI_INT, 0, p->world);
     return (bt_status_t)code;
