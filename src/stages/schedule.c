@@ -166,7 +166,7 @@ static void log_split(const bt_pipe_t *p, const bt_stage_costs_t *c, const bt_no
                 need += bt_stage_bytes(c, p->bounds, p->n_stages, s);
                 k++;
             }
-        bt_log_debug("memory: node '%s' (%d rank%s): %s need %.1f MiB of %.1f MiB available",
+        bt_log_debug("memory: node '%s' (%d stage%s): %s need %.1f MiB of %.1f MiB available",
                      nd->name[n], k, k > 1 ? "s" : "", c->what, (double)need / 1048576.0,
                      (double)nd->avail[n] / 1048576.0);
     }
