@@ -88,7 +88,13 @@ double bt_plan_stage_s(const bt_plan_pipe_t *p, int s, int rows, int ctx, int lo
     const bt_plan_tensor_t *tp = &p->tensor;
     const bool split = tp->tp > 1;
     const int layers = p->bounds[s + 1] - p->bounds[s];
-    double t = layers * bt_profile_layer(p->prof, rows, ctx) * (split ? tp->share : 1.0);
+    double layer = bt_profile_layer(p->prof, rows, ctx);
+    if (split) { /* weights by the rank's share, attention over the context by its heads' */
+        const double flat = bt_profile_layer(p->prof, rows, 0);
+        const double heads = tp->attn_share > 0 ? tp->attn_share : tp->share;
+        layer = flat * tp->share + (layer - flat) * heads;
+    }
+    double t = layers * layer;
     if (s == 0)
         t += bt_profile_embed(p->prof, rows);
     if (s == p->n_stages - 1)

@@ -45,12 +45,16 @@ double bt_profile_embed(const bt_profile_t *p, double rows);
 
 /* Tensor parallelism inside every stage (docs/design.md): T ranks split
  * each layer and gather between its parts. A layer then costs the largest
- * rank's share of the one-rank time plus its gathers: each a fixed cost
- * and the bytes a rank receives at the stage's link rate; the stage's
- * leader also broadcasts each micro-batch's rows to the others. */
+ * rank's share of the one-rank time (of its weights' share at context 0,
+ * of its heads' share for what the context adds: attention) plus its
+ * gathers: each a fixed cost and the bytes a rank receives at the stage's
+ * link rate; the stage's leader also broadcasts each micro-batch's rows to
+ * the others. */
 typedef struct bt_plan_tensor {
     int tp;               /* ranks per stage; 0 or 1: none (the rest unused) */
-    double share;         /* the largest rank's share of a layer's compute (1/tp if even) */
+    double share;         /* the largest rank's share of a layer's weights (1/tp if even) */
+    double attn_share;    /* the largest rank's share of the query heads: of the time a
+                           * layer's attention adds with context (0: share) */
     double head_share;    /* of the head's (vocabulary rows) */
     int gathers;          /* per layer: 4 (dense FFN), 3 (experts) */
     double bytes_row;     /* bytes a rank receives per row in one layer's gathers */

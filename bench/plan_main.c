@@ -355,7 +355,7 @@ static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, double lat, 
     const double expert = 3 * e * hp->n_ff_exp * hp->n_expert_used;
     const double whole = e * (2 * q + 2.0 * hp->n_head_kv * hd) +
                          (moe ? e * hp->n_expert + expert : 3 * e * hp->n_ff);
-    double most = 0, recv = 0, vocab = 0;
+    double most = 0, recv = 0, vocab = 0, heads_most = 0;
     for (int r = 0; r < T; r++) {
         int kv0, kv1;
         bt_share_kv(&s, hp, r, &kv0, &kv1);
@@ -370,8 +370,10 @@ static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, double lat, 
         recv = in > recv ? in : recv;
         const double v = (double)(s.vocab[r + 1] - s.vocab[r]) / hp->n_vocab;
         vocab = v > vocab ? v : vocab;
+        heads_most = heads > heads_most ? heads : heads_most;
     }
-    return (bt_plan_tensor_t){.tp = T, .share = most / whole, .head_share = vocab,
+    return (bt_plan_tensor_t){.tp = T, .share = most / whole, .attn_share = heads_most / q,
+                              .head_share = vocab,
                               .gathers = moe ? 3 : 4, .bytes_row = recv * sizeof(float),
                               .latency_s = lat * ceil(log2(T)), .bandwidth_Bps = bw};
 }
