@@ -83,23 +83,37 @@ static bt_status_t parse_item(const char *flag, const char *item, long min, long
     return BT_OK;
 }
 
-bt_status_t bt_parse_list(const char *flag, const char *s, long min, long max,
-                          bt_int_list_t *out)
+/* A split mode's name (-sm) as an item of a list; min and max unused. */
+static bt_status_t parse_mode_item(const char *flag, const char *item, long min, long max,
+                                   bt_int_list_t *l, int *cap)
 {
-    bt_int_list_t l = {0};
-    int cap = 0;
-    char *copy = strdup(s);
+    (void)min, (void)max;
+    int mode;
+    bt_status_t st = bt_parse_split_mode(flag, item, &mode);
+    return st == BT_OK ? push(l, cap, mode) : st;
+}
+
+typedef bt_status_t (*item_fn)(const char *flag, const char *item, long min, long max,
+                               bt_int_list_t *l, int *cap);
+
+/* The comma-separated items of s, each through one, into *out (replaced
+ * only on success). */
+static bt_status_t parse_items(const char *flag, const char *s, item_fn one, long min, long max,
+                               bt_int_list_t *out)
+{
+    if (*s == '\0' || *s == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,") != NULL) {
+        bt_log_error("%s: '%s' has an empty item", flag, s);
+        return BT_ERR_ARG;
+    }
+    char *copy = strdup(s), *save = NULL;
     if (copy == NULL)
         return BT_ERR_NOMEM;
+    bt_int_list_t l = {0};
+    int cap = 0;
     bt_status_t st = BT_OK;
-    char *save = NULL;
-    if (*s == '\0' || s[strlen(s) - 1] == ',' || strstr(s, ",,") != NULL || *s == ',') {
-        bt_log_error("%s: '%s' has an empty item", flag, s);
-        st = BT_ERR_ARG;
-    }
     for (char *item = strtok_r(copy, ",", &save); item && st == BT_OK;
          item = strtok_r(NULL, ",", &save))
-        st = parse_item(flag, item, min, max, &l, &cap);
+        st = one(flag, item, min, max, &l, &cap);
     free(copy);
     if (st != BT_OK) {
         free(l.v);
@@ -110,32 +124,17 @@ bt_status_t bt_parse_list(const char *flag, const char *s, long min, long max,
     return BT_OK;
 }
 
+bt_status_t bt_parse_list(const char *flag, const char *s, long min, long max,
+                          bt_int_list_t *out)
+{
+    return parse_items(flag, s, parse_item, min, max, out);
+}
+
 /* -sm layer,tensor: names, as bt_parse_split_mode takes them, into out
  * (replaced only on success). */
 static bt_status_t parse_split_modes(const char *flag, const char *s, bt_int_list_t *out)
 {
-    if (*s == '\0' || *s == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,") != NULL) {
-        bt_log_error("%s: '%s' has an empty item", flag, s);
-        return BT_ERR_ARG;
-    }
-    char *copy = strdup(s), *save = NULL;
-    if (copy == NULL)
-        return BT_ERR_NOMEM;
-    bt_int_list_t l = {0};
-    int cap = 0, mode;
-    bt_status_t st = BT_OK;
-    for (char *item = strtok_r(copy, ",", &save); item && st == BT_OK;
-         item = strtok_r(NULL, ",", &save))
-        if ((st = bt_parse_split_mode(flag, item, &mode)) == BT_OK)
-            st = push(&l, &cap, mode);
-    free(copy);
-    if (st != BT_OK) {
-        free(l.v);
-        return st;
-    }
-    bt_int_list_free(out);
-    *out = l;
-    return BT_OK;
+    return parse_items(flag, s, parse_mode_item, 0, 0, out);
 }
 
 void bt_int_list_free(bt_int_list_t *l)
