@@ -331,6 +331,13 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     bt_status_t st = bt_pipe_init(&p, b->comm, &cfg);
     if (st != BT_OK)
         return st;
+    double g_lat = 0, g_bw = 0; /* tensor ranks: their gathers, for baton-plan --compare */
+    if ((st = bt_pipe_probe_gathers(&p, &g_lat, &g_bw)) != BT_OK) { /* agreed by all */
+        bt_pipe_free(&p);
+        return st;
+    }
+    row->gather_latency_us = g_lat * 1e6;
+    row->gather_bandwidth_MBps = g_bw / 1e6;
 
     /* random token ids from a fixed seed (rank 0 feeds them) */
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_ids > 0 ? n_ids : 1));

@@ -816,8 +816,14 @@ static int run_compare(const plan_args_t *a)
          * or one decode group, one a group in flight; a stage's tensor
          * ranks all compute at once */
         bt_plan_pipe_t pp = {&L->p, S, bounds, lat, bw, 1.0, {0}};
-        if (T > 1)
+        if (T > 1) {
             pp.tensor = tensor_costs(&L->hp, T, tlat, tbw);
+            if (r->gather_latency_us > 0 && r->gather_bandwidth_MBps > 0) {
+                /* the run probed its gathers themselves: their figures, not the links' */
+                pp.tensor.latency_s = r->gather_latency_us * 1e-6;
+                pp.tensor.bandwidth_Bps = r->gather_bandwidth_MBps * 1e6;
+            }
+        }
         pred_t pr;
         const bool is_pp = r->n_gen == 0 && r->n_prompt > 0, is_tg = r->n_prompt == 0;
         if (is_pp && r->n_parallel == 1) {

@@ -127,6 +127,8 @@ static hid_t result_type(void)
     INSERT(t, h5_result_t, stddev_ns, H5T_NATIVE_DOUBLE);
     INSERT(t, h5_result_t, avg_ts, H5T_NATIVE_DOUBLE);
     INSERT(t, h5_result_t, stddev_ts, H5T_NATIVE_DOUBLE);
+    INSERT(t, h5_result_t, gather_latency_us, H5T_NATIVE_DOUBLE);
+    INSERT(t, h5_result_t, gather_bandwidth_MBps, H5T_NATIVE_DOUBLE);
     return t;
 }
 
@@ -500,6 +502,8 @@ bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t 
         .n_parallel = r->n_parallel,
         .reps = r->reps,
         .tp = r->tp,
+        .gather_latency_us = r->gather_latency_us,
+        .gather_bandwidth_MBps = r->gather_bandwidth_MBps,
         .avg_ns = r->avg_ns,
         .stddev_ns = r->stddev_ns,
         .avg_ts = r->avg_ts,

@@ -39,7 +39,7 @@
 
 #define BT_H5_FORMAT "baton-bench results"
 /* 2: /links; 3: n_parallel in /results; 4: /profile, /plan; 5: split_mode and tp in
- * /results, gather_s in /stage_times, tp in /plan */
+ * /results with the gather probe, gather_s in /stage_times, tp in /plan */
 #define BT_H5_FORMAT_VERSION 5
 /* The oldest version the readers (bt_h5_read_*) take. */
 #define BT_H5_READ_VERSION_MIN 4
@@ -89,6 +89,7 @@ typedef struct bt_h5_result {
     uint64_t model_size, model_n_params;
     int32_t n_batch, n_ubatch, n_threads, n_prompt, n_gen, n_ranks, pipeline, n_parallel, reps;
     int32_t tp;               /* tensor ranks per stage (version 4: 1) */
+    double gather_latency_us, gather_bandwidth_MBps; /* the gather probe (tp > 1; else 0) */
     char split_mode[8];       /* "layer" or "tensor" (version 4: "layer") */
     char layer_split[128], tensor_split[128]; /* layers per stage; -ts */
     double avg_ns, stddev_ns, avg_ts, stddev_ts;

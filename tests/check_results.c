@@ -13,7 +13,9 @@
  * Rows of -sm tensor and -tp T hold their layout: layer_split has
  * n_ranks / tp stages, and on a stage of tensor ranks only its leader
  * sends or receives activations while every rank spends part of its busy
- * time in gathers (gather_s; 0 without tensor ranks).
+ * time in gathers (gather_s; 0 without tensor ranks), and the row holds
+ * the probe of its stage's gathers (gather_latency_us and
+ * gather_bandwidth_MBps, positive exactly when tp > 1).
  *   check_results --set-version FILE N
  * rewrites FILE's format_version to N (tests/bad_input.sh);
  *   check_results --read FILE
@@ -227,6 +229,12 @@ START_TEST(test_rows)
             ck_assert_msg(tp == ranks && pipeline == 0, "row %llu: -sm tensor with tp %d of %d "
                           "ranks, pipeline %d", (unsigned long long)r, tp, ranks, pipeline);
         const int n_stages = ranks / tp;
+        /* the gather probe: measured for stages of tensor ranks, 0 without */
+        const double g_lat = FIELD(res, szr, r, double, member(tr, "gather_latency_us"));
+        const double g_bw = FIELD(res, szr, r, double, member(tr, "gather_bandwidth_MBps"));
+        ck_assert_msg(tp > 1 ? g_lat > 0 && g_bw > 0 : g_lat == 0 && g_bw == 0,
+                      "row %llu: tp %d with a gather probe of %g us, %g MB/s",
+                      (unsigned long long)r, tp, g_lat, g_bw);
         int npl = FIELD(res, szr, r, int32_t, member(tr, "n_parallel"));
         ck_assert_int_ge(npl, 1);
         ck_assert_int_ge(FIELD(res, szr, r, int32_t, member(tr, "n_ubatch")), 1);

@@ -573,6 +573,11 @@ bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_step
     return p->follower ? st : bt_tensor_end(&p->tensor, st);
 }
 
+bt_status_t bt_pipe_probe_gathers(bt_pipe_t *p, double *latency_s, double *bandwidth)
+{
+    return bt_transport_agree(p->world, bt_tensor_probe(&p->tensor, latency_s, bandwidth));
+}
+
 bt_status_t bt_pipe_bcast(bt_pipe_t *p, void *buf, int bytes)
 {
     BT_MPI_CHECK(MPI_Bcast(buf, bytes, MPI_BYTE, 0, p->world));

@@ -130,6 +130,10 @@ bt_status_t bt_pipe_generate(bt_pipe_t *p, int32_t first, int pos0, int max_step
                              bt_token_fn on_token, bt_logits_fn on_logits, void *arg,
                              int *n_steps);
 
+/* Tensor ranks: every stage probes its gathers at once (bt_tensor_probe);
+ * rank 0 gets its stage's figures (0 without tensor ranks). Collective. */
+bt_status_t bt_pipe_probe_gathers(bt_pipe_t *p, double *latency_s, double *bandwidth);
+
 /* Broadcasts bytes from rank 0 to every rank (turns of a chat). */
 bt_status_t bt_pipe_bcast(bt_pipe_t *p, void *buf, int bytes);
 

@@ -135,6 +135,57 @@ void bt_tensor_free(bt_tensor_t *t)
     *t = (bt_tensor_t){.comm = MPI_COMM_NULL, .size = 1};
 }
 
+/* ---- the probe ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of reps timed in-place gathers of `floats` floats a rank (one
+ * unmeasured first), in seconds. */
+static bt_status_t time_gathers(bt_tensor_t *t, float *buf, int floats, int reps, double *out)
+{
+    double s[20];
+    for (int r = 0; r < t->size; r++) {
+        t->counts[r] = floats;
+        t->displs[r] = r * floats;
+    }
+    for (int i = -1; i < reps; i++) {
+        const double t0 = MPI_Wtime();
+        BT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, t->counts,
+                                    t->displs, MPI_FLOAT, t->comm));
+        if (i >= 0)
+            s[i] = MPI_Wtime() - t0;
+    }
+    qsort(s, (size_t)reps, sizeof *s, cmp_double);
+    *out = reps % 2 ? s[reps / 2] : (s[reps / 2 - 1] + s[reps / 2]) / 2;
+    return BT_OK;
+}
+
+bt_status_t bt_tensor_probe(bt_tensor_t *t, double *latency_s, double *bandwidth)
+{
+    enum { SMALL = 2, LARGE = 1 << 18 };
+    *latency_s = *bandwidth = 0.0;
+    if (t->size < 2)
+        return BT_OK;
+    float *buf = calloc((size_t)LARGE * (size_t)t->size, sizeof *buf);
+    if (buf == NULL)
+        return BT_ERR_NOMEM;
+    double small, large;
+    bt_status_t st = time_gathers(t, buf, SMALL, 20, &small);
+    if (st == BT_OK)
+        st = time_gathers(t, buf, LARGE, 5, &large);
+    free(buf);
+    if (st != BT_OK)
+        return st;
+    *latency_s = small;
+    const double bytes = (double)(t->size - 1) * LARGE * sizeof(float);
+    *bandwidth = large > small ? bytes / (large - small) : 0.0;
+    return BT_OK;
+}
+
 /* ---- leader and followers ---- */
 
 static bt_status_t send_cmd(bt_tensor_t *t, bt_tp_op_t op, int n, bt_status_t st)
