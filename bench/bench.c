@@ -257,20 +257,6 @@ static void fill_row_model(bt_bench_row_t *row, const bt_pipe_t *p, const char *
     bt_partition_split_str(p->bounds, p->n_stages, row->layer_split, sizeof row->layer_split);
 }
 
-/* The model's layer count (0 when the file cannot be opened: bt_pipe_init
- * then reports why). */
-static int model_layers(const char *path)
-{
-    bt_model_t *m;
-    bt_log_capture(1);
-    const int n = bt_model_open(path, &m) == BT_OK ? m->hp.n_layer : 0;
-    if (n > 0)
-        bt_model_free(m);
-    bt_log_flush_captured(0);
-    bt_log_capture(0);
-    return n;
-}
-
 /* Tensor ranks per stage of test t on n_ranks ranks: all of them for -sm
  * tensor, -tp for -sm layer (bt_bench_params_check_ranks checked it
  * divides n_ranks). */
@@ -292,10 +278,7 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     /* the trace holds every repetition's events (stage times come from it):
      * at most P x (prompt micro-batches + steps) micro-batches each */
     const int64_t n_steps = (int64_t)t->parallel * ((int64_t)n_mb + t->n_gen);
-    /* with tensor ranks, each layer's gathers are events too (at most 4) */
-    const int64_t per_step =
-        8 + (test_tp(t, b->size) > 1 ? 4 * (int64_t)model_layers(t->model) : 0);
-    const int64_t events = (int64_t)reps * per_step * n_steps + 64;
+    const int64_t events = (int64_t)reps * 8 * n_steps + 64;
     if (events > INT_MAX) { /* every rank computes alike; rank 0 reports */
         if (b->rank == 0)
             bt_log_error("test %s: -r %d x %lld micro-batches and steps would record %lld "

@@ -241,12 +241,6 @@ typedef struct kb_stats {
     int n;                /* samples */
 } kb_stats_t;
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* samples: room for reps values. See the top of the file for the rule. */
 static void job_time(kb_job_t *j, int reps, double budget, double *samples, kb_stats_t *st)
 {
@@ -269,11 +263,10 @@ static void job_time(kb_job_t *j, int reps, double budget, double *samples, kb_s
             job_call(j);
         samples[s] = (bt_now() - t0) / (double)inner;
     }
-    qsort(samples, (size_t)n, sizeof *samples, cmp_double);
+    st->med = bt_median(samples, n); /* sorted now */
     st->n = n;
     st->min = samples[0];
     st->max = samples[n - 1];
-    st->med = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
 }
 
 /* ---- the run ---- */

@@ -355,7 +355,7 @@ static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, double lat, 
     const double expert = 3 * e * hp->n_ff_exp * hp->n_expert_used;
     const double whole = e * (2 * q + 2.0 * hp->n_head_kv * hd) +
                          (moe ? e * hp->n_expert + expert : 3 * e * hp->n_ff);
-    double most = 0, recv = 0, vocab = 0, heads_most = 0;
+    double most = 0, recv = 0;
     for (int r = 0; r < T; r++) {
         int kv0, kv1;
         bt_share_kv(&s, hp, r, &kv0, &kv1);
@@ -368,12 +368,10 @@ static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, double lat, 
                           (moe ? hp->n_expert_used * e * (1 - ex) : (hp->n_ff - ff) + (e - embd));
         most = mine > most ? mine : most;
         recv = in > recv ? in : recv;
-        const double v = (double)(s.vocab[r + 1] - s.vocab[r]) / hp->n_vocab;
-        vocab = v > vocab ? v : vocab;
-        heads_most = heads > heads_most ? heads : heads_most;
     }
-    return (bt_plan_tensor_t){.tp = T, .share = most / whole, .attn_share = heads_most / q,
-                              .head_share = vocab,
+    return (bt_plan_tensor_t){.tp = T, .share = most / whole,
+                              .attn_share = (double)bt_share_largest(s.head, T) / hp->n_head,
+                              .head_share = (double)bt_share_largest(s.vocab, T) / hp->n_vocab,
                               .gathers = moe ? 3 : 4, .bytes_row = recv * sizeof(float),
                               .latency_s = lat * ceil(log2(T)), .bandwidth_Bps = bw};
 }
@@ -746,12 +744,6 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
 
 /* ---- predictions against a results file ---- */
 
-static int cmp_double(const void *x, const void *y)
-{
-    const double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 /* Layer counts "15/15" into bounds; false when they do not add up. */
 static bool parse_split(const char *s, int S, int n_layer, int *bounds)
 {
@@ -859,8 +851,7 @@ static int run_compare(const plan_args_t *a)
     }
     int rc = 0;
     if (k > 0) {
-        qsort(err, (size_t)k, sizeof *err, cmp_double);
-        const double med = k % 2 ? err[k / 2] : (err[k / 2 - 1] + err[k / 2]) / 2;
+        const double med = bt_median(err, k);
         printf("compare: %d rows, median absolute error %.1f%%, worst %.1f%% (%s, %d ranks, "
                "-ub %d, pipeline %d, %d seqs); %d rows skipped (no profile at their thread "
                "count, a test the model does not cover, or tensor ranks without the model "

@@ -10,12 +10,6 @@
 #include "rng.h"
 #include "stages/transport.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The median of up to 7 timed calls of what, at least 3, until 0.2 s. */
 typedef enum { P_LAYERS, P_HEAD, P_EMBED } part_t;
 
@@ -55,8 +49,7 @@ static bt_status_t time_part(probe_t *pr, part_t part, int n, int ctx, double *m
         st = run_part(pr, part, n, ctx);
         t[k++] = bt_now() - t0;
     }
-    qsort(t, (size_t)k, sizeof *t, cmp_double);
-    *median = k > 0 ? t[k / 2] : 0.0;
+    *median = k > 0 ? bt_median(t, k) : 0.0;
     return st;
 }
 

@@ -661,8 +661,7 @@ static int run(const options_t *o, MPI_Comm comm)
         .n_threads = o->threads,
         .ops = o->ops,
         .all_logits = o->dump_logits != NULL,
-        /* with tensor ranks every layer's gathers are events too */
-        .trace_events = o->trace || o->verbose ? (1 << 16) * (o->tp > 1 ? 16 : 1) : 0,
+        .trace_events = o->trace || o->verbose ? 1 << 16 : 0,
         .no_mmap = !o->mmap,
         .kv_type = (uint32_t)o->kv_type,
         .tp = o->tp,

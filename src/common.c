@@ -145,3 +145,15 @@ bt_status_t bt_mem_check(const char *what, uint64_t need)
                  (double)need / 1048576.0, (double)avail / 1048576.0);
     return BT_ERR_NOMEM;
 }
+
+int bt_cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bt_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bt_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}

@@ -105,4 +105,11 @@ void *bt_alloc_huge(size_t bytes);
 /* Monotonic wall clock in seconds. */
 double bt_now(void);
 
+/* qsort's order of doubles, ascending. */
+int bt_cmp_double(const void *a, const void *b);
+
+/* The median of v[0 .. n) (n >= 1; of an even count the mean of the
+ * middle two), sorting v in place. */
+double bt_median(double *v, int n);
+
 #endif /* BT_COMMON_H */

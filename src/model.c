@@ -542,13 +542,13 @@ static void split_even(int n, int size, int align, int *at)
  * gather. */
 static void balance_ff(const bt_hparams_t *hp, bt_share_t *s)
 {
-    const int T = s->size, unit = BT_MATMUL_ROWS, group = hp->n_head / hp->n_head_kv;
+    const int T = s->size, unit = BT_MATMUL_ROWS;
     if (T < 2 || hp->n_ff % unit != 0 || hp->n_ff / unit < T)
         return;
     double attn[BT_TP_MAX], mean = 0.0; /* q, k, v rows a rank holds, per hidden unit's 2 */
-    for (int r = 0; r < T; r++) {
-        const int kv = (s->head[r + 1] - 1) / group + 1 - s->head[r] / group;
-        attn[r] = (double)(s->head[r + 1] - s->head[r] + 2 * kv) * hp->head_dim / 2.0;
+    for (int r = 0, kv0, kv1; r < T; r++) {
+        bt_share_kv(s, hp, r, &kv0, &kv1);
+        attn[r] = (double)(s->head[r + 1] - s->head[r] + 2 * (kv1 - kv0)) * hp->head_dim / 2.0;
         mean += attn[r] / T;
     }
     int at = 0;
@@ -608,6 +608,14 @@ void bt_share_kv(const bt_share_t *s, const bt_hparams_t *hp, int r, int *kv0, i
     const int group = hp->n_head / hp->n_head_kv;
     *kv0 = s->head[r] / group;
     *kv1 = (s->head[r + 1] - 1) / group + 1;
+}
+
+int bt_share_largest(const int *at, int size)
+{
+    int most = 0;
+    for (int r = 0; r < size; r++)
+        most = at[r + 1] - at[r] > most ? at[r + 1] - at[r] : most;
+    return most;
 }
 
 bool bt_share_whole_groups(const bt_share_t *s, const bt_hparams_t *hp)
@@ -886,7 +894,6 @@ bt_status_t bt_model_load(const char *path, int first, int last, bool with_embed
 
 /* ---- placing the weights ---- */
 
-
 /* Appends (field, bytes) when the field points at a tensor. */
 static void add_ref(weight_ref_t *w, int cap, int *n, const void **field, size_t bytes)
 {
@@ -1097,16 +1104,16 @@ static uint64_t held_bytes(const bt_gguf_tensor_t *t, bool matrix, bool packed, 
  * as a fraction of the whole (1 for a kind every rank holds whole). */
 static double share_fraction(const bt_share_t *s, const bt_hparams_t *hp, int kind)
 {
-    int64_t lo, hi, most = 0;
+    int64_t lo, hi, first = 0, last = 0, most = 0;
     if (s->size == 1 || !kind_range(s, hp, 0, kind, &lo, &hi))
         return 1.0;
     for (int r = 0; r < s->size; r++) {
         kind_range(s, hp, r, kind, &lo, &hi);
         most = hi - lo > most ? hi - lo : most;
+        first = r == 0 ? lo : first;
+        last = hi;
     }
-    kind_range(s, hp, s->size - 1, kind, &lo, &hi);
-    const int64_t whole = hi - (kind_range(s, hp, 0, kind, &lo, &hi), lo);
-    return whole > 0 ? (double)most / (double)whole : 1.0;
+    return last > first ? (double)most / (double)(last - first) : 1.0;
 }
 
 static uint64_t part_of(uint64_t bytes, double fraction)
@@ -1124,10 +1131,7 @@ void bt_model_memory_share(const bt_model_t *m, int tp, bool packed, bool read_i
     bt_share_t s;
     if (bt_share_init(&m->hp, 0, tp, &s) != BT_OK) /* a layout refused elsewhere: count it whole */
         bt_share_init(&m->hp, 0, 1, &s);
-    int most = 0;
-    for (int r = 0; r < s.size; r++)
-        most = s.vocab[r + 1] - s.vocab[r] > most ? s.vocab[r + 1] - s.vocab[r] : most;
-    const double vocab_most = (double)most / (double)m->hp.n_vocab;
+    const double vocab_most = (double)bt_share_largest(s.vocab, s.size) / m->hp.n_vocab;
     memset(layer, 0, sizeof *layer * (size_t)m->hp.n_layer);
     *embed = *head = *every = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {

@@ -78,6 +78,10 @@ bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bt_share_t
 /* The kv heads [*kv0, *kv1) that rank r's query heads read. */
 void bt_share_kv(const bt_share_t *s, const bt_hparams_t *hp, int r, int *kv0, int *kv1);
 
+/* The largest of the ranks' ranges at[r + 1] - at[r] (a dimension of
+ * bt_share_t, size ranks). */
+int bt_share_largest(const int *at, int size);
+
 /* Whether every rank's query heads are whole kv groups. */
 bool bt_share_whole_groups(const bt_share_t *s, const bt_hparams_t *hp);
 

@@ -7,18 +7,6 @@
 
 #include "stages/transport.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* reps + 1 round trips of bytes with peer (the first unmeasured); the
  * initiator times them into rtt[reps], the other side only answers. */
 static bt_status_t ping_pong(MPI_Comm comm, int peer, bool initiator, char *buf, size_t bytes,
@@ -43,7 +31,7 @@ static bt_status_t ping_pong(MPI_Comm comm, int peer, bool initiator, char *buf,
 
 void bt_linkprobe_figures(double *lat_rtt, double *bw_rtt, bt_link_t *link)
 {
-    double lat = median(lat_rtt, link->lat_reps), bw = median(bw_rtt, link->bw_reps);
+    double lat = bt_median(lat_rtt, link->lat_reps), bw = bt_median(bw_rtt, link->bw_reps);
     link->latency_s = 0.5 * lat;
     link->bandwidth = bw > 0 ? 2.0 * (double)link->bw_bytes / bw : 0;
 }

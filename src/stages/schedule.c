@@ -2,6 +2,7 @@
 #include "stages/schedule.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,16 @@ static node_info_t this_node(MPI_Comm comm)
     return me;
 }
 
+/* The trace's capacity: cfg's, which counts 8 events a micro-batch, and on
+ * tensor ranks the gathers' 4 a layer on top (at most INT_MAX). */
+static int trace_capacity(const bt_pipe_t *p, const bt_pipe_config_t *cfg)
+{
+    if (cfg->trace_events <= 0 || p->tp_size == 1)
+        return cfg->trace_events > 0 ? cfg->trace_events : 0;
+    const int64_t n = (int64_t)cfg->trace_events * (8 + 4 * (int64_t)p->model->hp.n_layer) / 8;
+    return n > INT_MAX ? INT_MAX : (int)n;
+}
+
 /* Rank 0: the memory model of bt_pipe_init's run (partition.h): per layer
  * its weights as they will be held and its KV cache; the first stage's
  * embedding table; the last stage's head and logits; on every rank the
@@ -106,13 +117,13 @@ static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t 
     uint64_t every;
     bt_model_memory_share(p->model, p->tp_size, cfg->ops == &bt_ops_cpu, cfg->no_mmap,
                           layer_bytes, &c.embed_bytes, &c.head_bytes, &every);
-    bt_share_t sh;
-    int kv_heads = hp->n_head_kv;
-    if (bt_share_init(hp, 0, p->tp_size, &sh) == BT_OK)
-        for (int r = 0, kv0, kv1; r < p->tp_size; r++) { /* the largest share of the cache */
-            bt_share_kv(&sh, hp, r, &kv0, &kv1);
-            kv_heads = r == 0 || kv1 - kv0 > kv_heads ? kv1 - kv0 : kv_heads;
-        }
+    bt_share_t sh; /* bt_pipe_init checked that it splits the model */
+    bt_share_init(hp, 0, p->tp_size, &sh);
+    int kv_heads = 0; /* the largest share of the cache */
+    for (int r = 0, kv0, kv1; r < p->tp_size; r++) {
+        bt_share_kv(&sh, hp, r, &kv0, &kv1);
+        kv_heads = kv1 - kv0 > kv_heads ? kv1 - kv0 : kv_heads;
+    }
     const uint64_t kv = bt_kv_cache_bytes(1, p->n_slots, n_ctx, kv_heads * hp->head_dim,
                                           cfg->kv_type);
     for (int l = 0; l < hp->n_layer; l++) /* a stage's ranks on one node hold per_node shares */
@@ -122,13 +133,12 @@ static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t 
     c.head_bytes += (uint64_t)p->logit_rows * (uint64_t)hp->n_vocab * sizeof(float);
     const uint64_t msg = bt_act_bytes(cfg->max_tok, hp->n_embd);
     /* the gathers' buffers, and the logits of a last stage's vocabulary share */
-    const int vocab_share = p->tp_size > 1 ? hp->n_vocab / p->tp_size + BT_MATMUL_ROWS : 0;
     c.rank_bytes = (every + bt_tensor_bytes(hp, p->tp_size, cfg->max_tok, p->logit_rows,
-                                            vocab_share) +
+                                            bt_share_largest(sh.vocab, sh.size)) +
                     bt_forward_buffer_bytes(hp, n_ctx, p->n_slots, cfg->max_tok, cfg->n_threads) +
                     BT_TRANSPORT_SLOTS * ((msg + 63) / 64 * 64) +
-                    (uint64_t)(cfg->trace_events > 0 ? cfg->trace_events : 0) *
-                        sizeof(bt_event_t)) * (uint64_t)per_node;
+                    (uint64_t)trace_capacity(p, cfg) * sizeof(bt_event_t)) *
+                   (uint64_t)per_node;
     char ctx[64];
     if (p->n_slots > 1)
         snprintf(ctx, sizeof ctx, "%d slots x %d positions", p->n_slots, n_ctx);
@@ -189,14 +199,11 @@ static void log_shares(const bt_pipe_t *p, const bt_share_t *s)
             continue;
         char list[256] = "";
         size_t used = 0;
-        int most = 0;
-        for (int r = 0; r < s->size && used < sizeof list; r++) {
-            const int n = at[r + 1] - at[r];
-            most = n > most ? n : most;
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", r ? "/" : "", n);
-        }
+        for (int r = 0; r < s->size && used < sizeof list; r++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", r ? "/" : "",
+                                     at[r + 1] - at[r]);
         bt_log_debug("tensor ranks: %s %s, the largest %.2fx the mean", dims[d].what, list,
-                     (double)most * s->size / at[s->size]);
+                     (double)bt_share_largest(at, s->size) * s->size / at[s->size]);
     }
     char kv[256] = "";
     size_t used = 0;
@@ -366,7 +373,7 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
         }
     }
     if (st == BT_OK && cfg->trace_events > 0) {
-        st = bt_trace_init(&p->trace, cfg->trace_events);
+        st = bt_trace_init(&p->trace, trace_capacity(p, cfg));
         p->tracing = st == BT_OK;
     }
     if (st == BT_OK)
@@ -603,7 +610,6 @@ void bt_pipe_trace_start(bt_pipe_t *p)
 {
     MPI_Barrier(p->world);
     p->tensor.n_gathers = p->tensor.gather_floats = 0;
-    p->tensor.gather_seconds = 0.0;
     if (p->tracing)
         bt_trace_start(&p->trace);
 }

@@ -59,7 +59,9 @@ typedef struct bt_pipe_config {
     bool all_logits;      /* last stage keeps logits of every row (dumps) */
     bool no_sampling;     /* benchmarks: the last stage returns token 0 round the ring
                            * instead of the greedy pick */
-    int trace_events;     /* capacity of the per-rank trace (0: no trace) */
+    int trace_events;     /* capacity of the per-rank trace (0: no trace), counting 8
+                           * events a micro-batch; a tensor rank's gathers (4 a layer)
+                           * are added by bt_pipe_init */
     bool no_mmap;         /* read the bound weights into memory instead of mapping them */
     uint32_t kv_type;     /* KV cache elements: BT_TYPE_F32 (0, the default) or BT_TYPE_F16 */
     int n_slots;          /* sequences the KV cache holds (--parallel; 0: 1), n_ctx each */

@@ -19,20 +19,19 @@ typedef struct tp_cmd {
 
 /* ---- the gathers a layer calls (bt_gather_t) ---- */
 
-static double now(void) { return MPI_Wtime(); }
-
-static void count(bt_tensor_t *t, double t0, size_t floats)
+/* Records a gather that began at tr0 (trace time) and received floats. */
+static void count(bt_tensor_t *t, double tr0, size_t floats)
 {
+    bt_trace_span(t->trace, BT_EV_COLLECTIVE, t->mb, tr0);
     t->n_gathers++;
     t->gather_floats += floats;
-    t->gather_seconds += now() - t0;
 }
 
 static bt_status_t gather_cols(void *ctx, float *out, const float *mine, int n_rows, const int *at,
                                int unit)
 {
     bt_tensor_t *t = ctx;
-    const double t0 = now(), tr0 = bt_trace_now(t->trace);
+    const double tr0 = bt_trace_now(t->trace);
     const size_t width = (size_t)at[t->size] * (size_t)unit;
     for (int r = 0; r < t->size; r++) {
         t->counts[r] = n_rows * (at[r + 1] - at[r]) * unit;
@@ -49,23 +48,21 @@ static bt_status_t gather_cols(void *ctx, float *out, const float *mine, int n_r
                 memcpy(out + (size_t)i * width + col, t->staging + t->displs[r] + i * w,
                        w * sizeof(float));
         }
-    bt_trace_span(t->trace, BT_EV_COLLECTIVE, t->mb, tr0);
-    count(t, t0, (size_t)n_rows * width - (size_t)t->counts[t->rank]);
+    count(t, tr0, (size_t)n_rows * width - (size_t)t->counts[t->rank]);
     return BT_OK;
 }
 
 static bt_status_t gather_runs(void *ctx, float *buf, const int *at, int unit)
 {
     bt_tensor_t *t = ctx;
-    const double t0 = now(), tr0 = bt_trace_now(t->trace);
+    const double tr0 = bt_trace_now(t->trace);
     for (int r = 0; r < t->size; r++) {
         t->counts[r] = (at[r + 1] - at[r]) * unit;
         t->displs[r] = at[r] * unit;
     }
     BT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, t->counts, t->displs,
                                 MPI_FLOAT, t->comm));
-    bt_trace_span(t->trace, BT_EV_COLLECTIVE, t->mb, tr0);
-    count(t, t0, (size_t)(at[t->size] - at[0]) * unit - (size_t)t->counts[t->rank]);
+    count(t, tr0, (size_t)(at[t->size] - at[0]) * unit - (size_t)t->counts[t->rank]);
     return BT_OK;
 }
 
@@ -97,14 +94,13 @@ bt_status_t bt_tensor_init(bt_tensor_t *t, MPI_Comm comm, bt_forward_t *f, int l
     const bt_model_t *m = f->m;
     const bt_hparams_t *hp = &m->hp;
     *t = (bt_tensor_t){.comm = comm, .size = 1, .fwd = f, .n_embd = hp->n_embd,
-                       .max_tok = f->max_tok, .trace = trace};
+                       .trace = trace};
     if (comm == MPI_COMM_NULL)
         return BT_OK;
     MPI_Comm_rank(comm, &t->rank);
     MPI_Comm_size(comm, &t->size);
     const size_t mt = (size_t)f->max_tok;
-    t->staging_floats = staging_floats(hp, f->max_tok);
-    t->staging = malloc(t->staging_floats * sizeof(float));
+    t->staging = malloc(staging_floats(hp, f->max_tok) * sizeof(float));
     t->x = malloc(mt * (size_t)hp->n_embd * sizeof(float));
     t->rows = malloc(mt * sizeof *t->rows);
     t->counts = malloc((size_t)t->size * sizeof(int));
@@ -114,8 +110,9 @@ bt_status_t bt_tensor_init(bt_tensor_t *t, MPI_Comm comm, bt_forward_t *f, int l
         t->logits = malloc((size_t)logit_rows * (size_t)m->output.n_out * sizeof(float));
     if (!t->staging || !t->x || !t->rows || !t->counts || !t->displs ||
         (logit_rows > 0 && !t->logits)) {
-        bt_log_error("tensor parallelism: cannot allocate the gather buffers (%zu floats)",
-                     t->staging_floats + mt * (size_t)hp->n_embd);
+        bt_log_error("tensor parallelism: cannot allocate the gather buffers (%zu bytes)",
+                     bt_tensor_bytes(hp, t->size, f->max_tok, logit_rows,
+                                     (int)m->output.n_out));
         bt_tensor_free(t);
         return BT_ERR_NOMEM;
     }
@@ -137,12 +134,6 @@ void bt_tensor_free(bt_tensor_t *t)
 
 /* ---- the probe ---- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The median of reps timed in-place gathers of `floats` floats a rank (one
  * unmeasured first), in seconds. */
 static bt_status_t time_gathers(bt_tensor_t *t, float *buf, int floats, int reps, double *out)
@@ -159,8 +150,7 @@ static bt_status_t time_gathers(bt_tensor_t *t, float *buf, int floats, int reps
         if (i >= 0)
             s[i] = MPI_Wtime() - t0;
     }
-    qsort(s, (size_t)reps, sizeof *s, cmp_double);
-    *out = reps % 2 ? s[reps / 2] : (s[reps / 2 - 1] + s[reps / 2]) / 2;
+    *out = bt_median(s, reps);
     return BT_OK;
 }
 

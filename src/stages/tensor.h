@@ -32,20 +32,18 @@ typedef struct bt_tensor {
     MPI_Comm comm;        /* the stage's ranks (MPI_COMM_NULL: T = 1) */
     int rank, size;
     bt_forward_t *fwd;    /* not owned */
-    int n_embd, max_tok;
+    int n_embd;
     float *x;             /* [max_tok, n_embd] the rows a command computes on */
     bt_row_t *rows;       /* [max_tok] */
     float *logits;        /* [logit_rows, vocabulary share] (last stage) */
     int logit_rows;
     float *staging;       /* [max_tok, max gathered width] */
-    size_t staging_floats;
     int *counts, *displs; /* [size] of one gather */
     bt_trace_t *trace;    /* may be NULL */
     int mb;               /* the micro-batch index recorded with gathers */
-    /* counters since init: gathers, the floats each rank received in them,
-     * and the seconds spent in them */
+    /* counters (reset with the trace): gathers and the floats this rank
+     * received in them; their time is in the trace */
     uint64_t n_gathers, gather_floats;
-    double gather_seconds;
 } bt_tensor_t;
 
 /* Sets up the stage's ranks over comm (its size is T; MPI_COMM_NULL for
