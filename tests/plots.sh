@@ -2,7 +2,9 @@
 # The plotting scripts: a tiny two-rank benchmark writes an HDF5 results file
 # and Chrome traces (-ub 8, so the pp32 trace has a pipeline fill, steady
 # state and drain), scripts/plot-results and scripts/plot-trace turn them
-# into PNG images, and plot-results refuses a file that is not HDF5. Files of
+# into PNG images, and plot-results refuses a file that is not HDF5. A trace
+# of 2 tensor ranks has the gathers as spans on both tracks and the
+# follower's compute under its leader's micro-batches. Files of
 # format version 5 with -sm layer and tensor rows plot as configurations of
 # their own; copies made as versions 2 and 4 wrote them (without n_parallel;
 # without split_mode, tp and gather_s) still plot, and baton-plan's reader
@@ -92,6 +94,45 @@ print(f"plotted {len(ev)} spans ({n_compute} compute) of {ranks} ranks in 2 pass
         plotted "plot-trace drew every span" "$tmp/plot.out" "$want"
     else
         bad "plot-trace exited $?"; cat "$tmp/err"
+    fi
+fi
+
+# tensor ranks (-sm tensor): a track per rank, each gather a "collective"
+# span inside a compute span, every follower's compute labelled with the
+# micro-batch its leader computes at that time; plot-trace draws them all
+if ! mpi 2 "$bin/baton-bench" -m "$m" -p 32 -n 4 -ub 8 -r 1 -t 1 -sm tensor \
+    --trace-dir "$tmp/tptraces" >"$tmp/out" 2>"$tmp/err"; then
+    bad "baton-bench -sm tensor --trace-dir on 2 ranks"; cat "$tmp/out" "$tmp/err"
+else
+    traces=("$tmp"/tptraces/*pp32*tensor*.json)
+    trace=${traces[0]}
+    if [ -f "$trace" ] && "$py" - "$trace" <<'PY'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+by = {}
+for e in ev:
+    by.setdefault((e["tid"], e["name"]), []).append(e)
+def mbs(rank):  # in time order, a run of one micro-batch once (a follower's layers and head)
+    out = []
+    for e in sorted(by[(rank, "compute")], key=lambda e: e["ts"]):
+        if not out or out[-1] != e["args"]["mb"]:
+            out.append(e["args"]["mb"])
+    return out
+lead, follow = mbs(0), mbs(1)
+gathers = [len(by.get((r, "collective"), [])) for r in (0, 1)]
+if not (lead == follow and min(gathers) > 0 and gathers[0] == gathers[1]):
+    sys.exit(f"leader mbs {lead}, follower mbs {follow}, gathers {gathers}")
+PY
+    then
+        ok "tensor trace: the follower's compute carries the leader's micro-batches, gathers on both ranks"
+        if "$py" "$scripts/plot-trace" "$trace" -o "$tmp/tptrace.png" >"$tmp/plot.out" \
+            2>"$tmp/err"; then
+            is_png "plot-trace $(basename "$trace")" "$tmp/tptrace.png"
+        else
+            bad "plot-trace of a tensor trace exited $?"; cat "$tmp/err"
+        fi
+    else
+        bad "tensor trace $trace"
     fi
 fi
 

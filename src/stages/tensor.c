@@ -14,7 +14,7 @@ typedef enum bt_tp_op {
 } bt_tp_op_t;
 
 typedef struct tp_cmd {
-    int32_t op, n, status, pad;
+    int32_t op, n, status, mb; /* mb: the leader's micro-batch, for the followers' trace */
 } tp_cmd_t;
 
 /* ---- the gathers a layer calls (bt_gather_t) ---- */
@@ -180,7 +180,7 @@ bt_status_t bt_tensor_probe(bt_tensor_t *t, double *latency_s, double *bandwidth
 
 static bt_status_t send_cmd(bt_tensor_t *t, bt_tp_op_t op, int n, bt_status_t st)
 {
-    tp_cmd_t c = {op, n, st, 0};
+    tp_cmd_t c = {op, n, st, t->mb};
     BT_MPI_CHECK(MPI_Bcast(&c, 4, MPI_INT32_T, 0, t->comm));
     return BT_OK;
 }
@@ -268,6 +268,7 @@ bt_status_t bt_tensor_follow(bt_tensor_t *t)
         tp_cmd_t c;
         BT_MPI_CHECK(MPI_Bcast(&c, 4, MPI_INT32_T, 0, t->comm));
         const double t0 = bt_trace_now(t->trace);
+        t->mb = c.mb;
         bt_status_t st = BT_OK;
         switch (c.op) {
         case BT_TP_LAYERS:
@@ -285,7 +286,7 @@ bt_status_t bt_tensor_follow(bt_tensor_t *t)
             bt_log_error("tensor parallelism: unknown command %d from the stage's leader", c.op);
             return BT_ERR_MPI;
         }
-        bt_trace_span(t->trace, BT_EV_COMPUTE, t->mb++, t0);
+        bt_trace_span(t->trace, BT_EV_COMPUTE, t->mb, t0);
         if (mine == BT_OK)
             mine = st;
     }
