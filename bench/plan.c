@@ -65,6 +65,19 @@ double bt_profile_embed(const bt_profile_t *p, double rows)
     return at_rows(p, p->embed_s, rows);
 }
 
+double bt_profile_sample(const bt_profile_t *p, double rows)
+{
+    return p->sample_s != NULL && rows > 0 ? at_rows(p, p->sample_s, rows) : 0.0;
+}
+
+double bt_profile_crowding(const bt_profile_t *p, double rows)
+{
+    if (p->shared_s == NULL)
+        return 1.0;
+    const double alone = bt_profile_layer(p, rows, 0);
+    return alone > 0 ? fmax(1.0, at_rows(p, p->shared_s, rows) / alone) : 1.0;
+}
+
 /* ---- stage and hop times ---- */
 
 double bt_plan_gather_s(const bt_plan_tensor_t *t, int rows)
@@ -83,6 +96,19 @@ double bt_plan_bcast_s(const bt_plan_tensor_t *t, const bt_profile_t *prof, int 
     return t->latency_s + (t->bandwidth_Bps > 0 ? bytes / t->bandwidth_Bps : 0.0);
 }
 
+double bt_plan_tensor_share(const bt_plan_tensor_t *t, int rows)
+{
+    if (t->tp <= 1)
+        return 1.0;
+    if (t->expert_frac <= 0)
+        return t->share;
+    const double x = rows > 1 ? log2(rows) : 0.0;
+    const int i = x < BT_PLAN_EXPERT_ROWS - 1 ? (int)x : BT_PLAN_EXPERT_ROWS - 2;
+    const double w = fmin(x - i, 1.0);
+    const double ex = t->expert_share[i] + w * (t->expert_share[i + 1] - t->expert_share[i]);
+    return t->share + t->expert_frac * ex;
+}
+
 double bt_plan_stage_s(const bt_plan_pipe_t *p, int s, int rows, int ctx, int logit_rows)
 {
     const bt_plan_tensor_t *tp = &p->tensor;
@@ -91,16 +117,21 @@ double bt_plan_stage_s(const bt_plan_pipe_t *p, int s, int rows, int ctx, int lo
     double layer = bt_profile_layer(p->prof, rows, ctx);
     if (split) { /* weights by the rank's share, attention over the context by its heads' */
         const double flat = bt_profile_layer(p->prof, rows, 0);
-        const double heads = tp->attn_share > 0 ? tp->attn_share : tp->share;
-        layer = flat * tp->share + (layer - flat) * heads;
+        const double share = bt_plan_tensor_share(tp, rows);
+        const double heads = tp->attn_share > 0 ? tp->attn_share : share;
+        layer = flat * share + (layer - flat) * heads;
     }
     double t = layers * layer;
     if (s == 0)
         t += bt_profile_embed(p->prof, rows);
     if (s == p->n_stages - 1)
-        t += bt_profile_head(p->prof, logit_rows) * (split ? tp->head_share : 1.0);
-    /* the gathers wait on the links, not the cores */
-    return t * p->slowdown + layers * bt_plan_gather_s(tp, rows) + bt_plan_bcast_s(tp, p->prof, rows);
+        t += bt_profile_head(p->prof, logit_rows) * (split ? tp->head_share : 1.0) +
+             bt_profile_sample(p->prof, logit_rows); /* on the leader alone */
+    /* the node's other ranks at work slow memory; the gathers wait on the
+     * links, not the cores */
+    const double crowd = 1.0 + p->crowding * (bt_profile_crowding(p->prof, rows) - 1.0);
+    return t * p->slowdown * crowd + layers * bt_plan_gather_s(tp, rows) +
+           bt_plan_bcast_s(tp, p->prof, rows);
 }
 
 double bt_plan_msg_s(const bt_plan_pipe_t *p, int rows)

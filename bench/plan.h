@@ -37,36 +37,63 @@ typedef struct bt_profile {
     const double *embed_s; /* [n_rows]: the embedding lookup */
     double act_bytes_row;  /* bytes a row adds to a stage-boundary message */
     double msg_bytes;      /* bytes of a message besides its rows */
+    const double *shared_s; /* [n_rows] or NULL: one layer at context 0 while every other
+                             * core of the node reads memory */
+    const double *sample_s; /* [n_rows] or NULL: choosing the tokens of that many rows */
 } bt_profile_t;
 
 double bt_profile_layer(const bt_profile_t *p, double rows, double ctx);
 double bt_profile_head(const bt_profile_t *p, double rows);
 double bt_profile_embed(const bt_profile_t *p, double rows);
+double bt_profile_sample(const bt_profile_t *p, double rows); /* 0 without sample_s */
+
+/* How much slower a rank computes rows while the node's other cores work
+ * too: shared_s over layer_s at context 0 (1 without shared_s, never
+ * below 1). Memory bandwidth is the node's, not the core's: decode,
+ * which streams the weights, slows most. */
+double bt_profile_crowding(const bt_profile_t *p, double rows);
 
 /* Tensor parallelism inside every stage (docs/design.md): T ranks split
- * each layer and gather between its parts. A layer then costs the largest
- * rank's share of the one-rank time (of its weights' share at context 0,
- * of its heads' share for what the context adds: attention) plus its
+ * each layer and meet at a gather after each of its parts, so a part takes
+ * the time of the rank with the most of it, and a layer the sum of those.
+ * A layer then costs that share of the one-rank time (of its weights at
+ * context 0, of its heads for what the context adds: attention) plus its
  * gathers: each a fixed cost and the bytes a rank receives at the stage's
  * link rate; the stage's leader also broadcasts each micro-batch's rows to
- * the others. */
+ * the others. Experts: a micro-batch's rows choose them at random, so the
+ * rank with the most (row, expert) pairs sets the pace, a share that falls
+ * towards its even one as rows grow (expert_share, by rows). */
+#define BT_PLAN_EXPERT_ROWS 12 /* expert_share at 1, 2, 4, ... 2048 rows */
+
 typedef struct bt_plan_tensor {
     int tp;               /* ranks per stage; 0 or 1: none (the rest unused) */
-    double share;         /* the largest rank's share of a layer's weights (1/tp if even) */
+    double share;         /* the sum over a layer's parts but the experts of the
+                           * largest rank's share of the part's weights, as a
+                           * share of the layer's (1/tp if even) */
     double attn_share;    /* the largest rank's share of the query heads: of the time a
                            * layer's attention adds with context (0: share) */
     double head_share;    /* of the head's (vocabulary rows) */
+    double expert_frac;   /* the experts' share of a layer's weights a row reads (0: dense) */
+    double expert_share[BT_PLAN_EXPERT_ROWS]; /* the expected largest rank's share of a
+                           * micro-batch's (row, expert) pairs at 2^i rows */
     int gathers;          /* per layer: 4 (dense FFN), 3 (experts) */
     double bytes_row;     /* bytes a rank receives per row in one layer's gathers */
     double latency_s;     /* one gather's (or broadcast's) fixed cost */
     double bandwidth_Bps; /* bytes a rank receives per second in them */
 } bt_plan_tensor_t;
 
+/* The largest tensor rank's share of a layer's weights for a micro-batch
+ * of rows (share, plus expert_frac times expert_share interpolated in
+ * log2 rows; 1 without tensor ranks). */
+double bt_plan_tensor_share(const bt_plan_tensor_t *t, int rows);
+
 /* The pipeline: stage s owns layers [bounds[s], bounds[s + 1]); each hop
  * s -> s + 1 (and the last stage's token back to the first) takes latency
  * plus bytes / bandwidth; slowdown multiplies every compute time (ranks
  * and threads beyond a node's cores: 1 when each has its own). tensor:
- * the stages' tensor ranks (zero: one rank a stage). */
+ * the stages' tensor ranks (zero: one rank a stage). crowding: the share
+ * (0..1) of a node's other cores that compute at the same time as a rank:
+ * its compute takes 1 + crowding (bt_profile_crowding - 1) times longer. */
 typedef struct bt_plan_pipe {
     const bt_profile_t *prof;
     int n_stages;
@@ -75,6 +102,7 @@ typedef struct bt_plan_pipe {
     double bandwidth_Bps;
     double slowdown;
     bt_plan_tensor_t tensor;
+    double crowding;
 } bt_plan_pipe_t;
 
 /* Seconds of one layer's gathers, and of the leader's broadcast, for a

@@ -23,6 +23,7 @@
 #include "params.h"
 #include "plan.h"
 #include "results_h5.h"
+#include "rng.h"
 #include "stages/partition.h"
 #include "synth.h"
 
@@ -217,7 +218,7 @@ static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
 typedef struct loaded {
     bt_profile_t p;
     int *rows, *ctx;
-    double *layer, *head, *embed;
+    double *layer, *head, *embed, *shared, *sample;
     int threads;
     char model[512];
     double weight_bytes; /* all weights (a shape's profile; 0: unknown) */
@@ -290,6 +291,9 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
     L->layer = calloc((size_t)(nr * nc + 1), sizeof(double));
     L->head = calloc((size_t)nr + 1, sizeof(double));
     L->embed = calloc((size_t)nr + 1, sizeof(double));
+    L->shared = calloc((size_t)nr + 1, sizeof(double));
+    L->sample = calloc((size_t)nr + 1, sizeof(double));
+    int n_shared = 0, n_sample = 0;
     for (int i = 0; i < n; i++) {
         if (r[i].run_id != run)
             continue;
@@ -300,6 +304,12 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
         if (!strcmp(r[i].kind, "layer")) {
             const int *ci = bsearch(&r[i].n_ctx, L->ctx, (size_t)nc, sizeof(int), cmp_int);
             L->layer[(ci - L->ctx) * nr + k] = r[i].seconds;
+        } else if (!strcmp(r[i].kind, "shared")) {
+            L->shared[k] = r[i].seconds;
+            n_shared++;
+        } else if (!strcmp(r[i].kind, "sample")) {
+            L->sample[k] = r[i].seconds;
+            n_sample++;
         } else {
             (!strcmp(r[i].kind, "head") ? L->head : L->embed)[k] = r[i].seconds;
         }
@@ -320,6 +330,9 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
     L->p.layer_s = L->layer;
     L->p.head_s = L->head;
     L->p.embed_s = L->embed;
+    /* every row count measured with the node's other cores busy, or none */
+    L->p.shared_s = n_shared == nr ? L->shared : NULL;
+    L->p.sample_s = n_sample == nr ? L->sample : NULL; /* a version 5 profile has none */
     return nr > 0 ? BT_OK : BT_ERR_ARG;
 }
 
@@ -330,17 +343,62 @@ static void loaded_free(loaded_t *L)
     free(L->layer);
     free(L->head);
     free(L->embed);
+    free(L->shared);
+    free(L->sample);
 }
 
 /* ---- tensor ranks ---- */
 
+/* The expected largest rank's share of the (row, expert) pairs of a
+ * micro-batch of rows, each choosing k of the n experts at random, where
+ * rank r holds experts [at[r], at[r + 1]): the mean over fixed-seed trials
+ * (enough for about 4096 rows in all; the figure is the same every run). */
+static double expert_pairs_share(const int *at, int T, int n, int k, int rows)
+{
+    bt_rng_t rng;
+    bt_rng_seed(&rng, 0x6261746f6eull);
+    int owner[1024], count[BT_TP_MAX], pick[64];
+    if (n > 1024 || k > 64 || k > n)
+        return (double)bt_share_largest(at, T) / n;
+    for (int r = 0; r < T; r++)
+        for (int e = at[r]; e < at[r + 1]; e++)
+            owner[e] = r;
+    const int trials = rows < 4096 / 16 ? 4096 / rows : 16;
+    double sum = 0;
+    for (int t = 0; t < trials; t++) {
+        memset(count, 0, sizeof(int) * (size_t)T);
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < k; j++) { /* k distinct experts */
+                int e;
+                bool seen;
+                do {
+                    e = (int)(bt_rng_next(&rng) % (uint64_t)n);
+                    seen = false;
+                    for (int q = 0; q < j; q++)
+                        seen |= pick[q] == e;
+                } while (seen);
+                pick[j] = e;
+                count[owner[e]]++;
+            }
+        int most = 0;
+        for (int r = 0; r < T; r++)
+            most = count[r] > most ? count[r] : most;
+        sum += (double)most / ((double)rows * k);
+    }
+    return sum / trials;
+}
+
 /* What a stage of T tensor ranks adds and saves for a model of these
- * dimensions (docs/design.md, "Tensor parallelism"): the largest rank's
- * share of a layer's multiply-adds (its heads' q, k, v rows, its features
- * of attn_output and ffn_down, its hidden units or experts; the router on
- * every rank) and of the head's vocabulary, the gathers of a layer, and
- * the most bytes a rank receives in them per row. A gather of T ranks
- * takes ceil(log2 T) latencies. Zero (no tensor ranks) for T <= 1. */
+ * dimensions (docs/design.md, "Tensor parallelism"). The ranks meet at a
+ * gather after each part of a layer (q, k, v and attention on their heads;
+ * their features of attn_output; their hidden units of gate and up, then
+ * their features of down; or the router, whole on every rank, and their
+ * experts), so the share is the sum over the parts of the largest rank's
+ * multiply-adds in each; the experts' part by the pairs a micro-batch's
+ * rows send to the busiest rank. Also the largest rank's share of the
+ * head's vocabulary, the gathers of a layer and the most bytes a rank
+ * receives in them per row. A gather of T ranks takes ceil(log2 T)
+ * latencies. Zero (no tensor ranks) for T <= 1. */
 static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, double lat, double bw)
 {
     bt_share_t s;
@@ -355,25 +413,33 @@ static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, double lat, 
     const double expert = 3 * e * hp->n_ff_exp * hp->n_expert_used;
     const double whole = e * (2 * q + 2.0 * hp->n_head_kv * hd) +
                          (moe ? e * hp->n_expert + expert : 3 * e * hp->n_ff);
-    double most = 0, recv = 0;
+    double most[4] = {0}, recv = 0; /* per part: qkv, attn_output, gate/up, down */
     for (int r = 0; r < T; r++) {
         int kv0, kv1;
         bt_share_kv(&s, hp, r, &kv0, &kv1);
         const double heads = (double)(s.head[r + 1] - s.head[r]) * hd;
         const double embd = s.embd[r + 1] - s.embd[r], ff = s.ff[r + 1] - s.ff[r];
         const double ex = moe ? (double)(s.expert[r + 1] - s.expert[r]) / hp->n_expert : 0;
-        const double mine = e * (heads + 2.0 * (kv1 - kv0) * hd) + embd * q +
-                            (moe ? e * hp->n_expert + expert * ex : 2 * e * ff + embd * hp->n_ff);
+        const double part[4] = {e * (heads + 2.0 * (kv1 - kv0) * hd), embd * q,
+                                moe ? 0 : 2 * e * ff, moe ? 0 : embd * hp->n_ff};
+        for (int i = 0; i < 4; i++)
+            most[i] = part[i] > most[i] ? part[i] : most[i];
         const double in = (q - heads) + (e - embd) +
                           (moe ? hp->n_expert_used * e * (1 - ex) : (hp->n_ff - ff) + (e - embd));
-        most = mine > most ? mine : most;
         recv = in > recv ? in : recv;
     }
-    return (bt_plan_tensor_t){.tp = T, .share = most / whole,
-                              .attn_share = (double)bt_share_largest(s.head, T) / hp->n_head,
-                              .head_share = (double)bt_share_largest(s.vocab, T) / hp->n_vocab,
-                              .gathers = moe ? 3 : 4, .bytes_row = recv * sizeof(float),
-                              .latency_s = lat * ceil(log2(T)), .bandwidth_Bps = bw};
+    bt_plan_tensor_t t = {.tp = T,
+                          .share = (most[0] + most[1] + most[2] + most[3] +
+                                    (moe ? e * hp->n_expert : 0)) / whole,
+                          .attn_share = (double)bt_share_largest(s.head, T) / hp->n_head,
+                          .head_share = (double)bt_share_largest(s.vocab, T) / hp->n_vocab,
+                          .expert_frac = moe ? expert / whole : 0,
+                          .gathers = moe ? 3 : 4, .bytes_row = recv * sizeof(float),
+                          .latency_s = lat * ceil(log2(T)), .bandwidth_Bps = bw};
+    for (int i = 0; moe && i < BT_PLAN_EXPERT_ROWS; i++)
+        t.expert_share[i] = expert_pairs_share(s.expert, T, hp->n_expert, hp->n_expert_used,
+                                               1 << i);
+    return t;
 }
 
 /* The mean latency and bandwidth of a run's /links within a host (*in_*:
@@ -442,12 +508,28 @@ static double slowdown(int ranks_on_node, int threads, int cores)
     return cores > 0 && want > cores ? want / cores : 1.0;
 }
 
+/* The share of a node's other cores (beyond a rank's threads) that the
+ * other ranks computing with it keep busy (bt_plan_pipe_t.crowding). */
+static double crowding(int ranks_at_once, int threads, int cores)
+{
+    const int others = cores - threads;
+    if (others <= 0 || ranks_at_once <= 1)
+        return 0.0;
+    return fmin(1.0, (double)(ranks_at_once - 1) * threads / others);
+}
+
 /* The compute slowdown of a rank: a shape's node rates are shared by its
  * ranks; a measured profile's threads by the node's cores. */
 static double node_share(const plan_args_t *a, const loaded_t *L)
 {
     return a->shape ? a->ranks_per_node
                     : slowdown(a->ranks_per_node, L->threads, a->cores_per_node);
+}
+
+/* The crowding of a node's ranks all at work (a shape's profile has none). */
+static double node_crowding(const plan_args_t *a, const loaded_t *L)
+{
+    return a->shape ? 0.0 : crowding(a->ranks_per_node, L->threads, a->cores_per_node);
 }
 
 /* The split of n_layer over S by compute (the head once per prompt). */
@@ -568,7 +650,7 @@ static bt_status_t synth_profile(const plan_args_t *a, loaded_t *L)
         L->embed[i] = roof(a, 0, rows[i] * s.n_embd * sc.bytes_w);
     }
     L->p = (bt_profile_t){s.n_layer, nr, L->rows, nc, L->ctx, L->layer, L->head, L->embed,
-                          4.0 * s.n_embd + 16, 64};
+                          4.0 * s.n_embd + 16, 64, NULL, NULL};
     L->threads = 1;
     L->hp = (bt_hparams_t){.n_vocab = s.n_vocab, .n_embd = s.n_embd, .n_layer = s.n_layer,
                            .n_head = s.n_head, .n_head_kv = s.n_head_kv, .head_dim = hd,
@@ -648,7 +730,7 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
                 continue; /* tiny micro-batches: never the best prefill */
             split(p, S, ubs[u], a->n_prompt, bounds);
             bt_plan_pipe_t pp = {p,           S, bounds, a->latency_s, a->bandwidth_Bps,
-                                 node_share(a, L), tensor};
+                                 node_share(a, L), tensor, node_crowding(a, L)};
             const double ts = predict_pp(&pp, a->n_prompt, ubs[u], BT_PLAN_GPIPE).sim_ts;
             if (ts > best) {
                 best = ts;
@@ -668,8 +750,8 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             }
             snprintf(sp, sizeof sp, lo == hi ? "%d each" : "%d-%d each", lo, hi);
         }
-        bt_plan_pipe_t pp = {p, S, bounds, a->latency_s, a->bandwidth_Bps, node_share(a, L),
-                             tensor};
+        bt_plan_pipe_t pp = {p,      S, bounds, a->latency_s, a->bandwidth_Bps, node_share(a, L),
+                             tensor, node_crowding(a, L)};
         if (isnan(base))
             base = best / N;
         printf("| %d | %d | %d | %s | %d | %.1f | %.1f | %.2f | %.0f%%", N, S, T, sp, best_ub,
@@ -807,7 +889,7 @@ static int run_compare(const plan_args_t *a)
          * mpi_yield_when_idle): all with GPipe, one stage with --pipeline 0
          * or one decode group, one a group in flight; a stage's tensor
          * ranks all compute at once */
-        bt_plan_pipe_t pp = {&L->p, S, bounds, lat, bw, 1.0, {0}};
+        bt_plan_pipe_t pp = {&L->p, S, bounds, lat, bw, 1.0, {0}, 0.0};
         if (T > 1) {
             pp.tensor = tensor_costs(&L->hp, T, tlat, tbw);
             if (r->gather_latency_us > 0 && r->gather_bandwidth_MBps > 0) {
@@ -820,11 +902,13 @@ static int run_compare(const plan_args_t *a)
         const bool is_pp = r->n_gen == 0 && r->n_prompt > 0, is_tg = r->n_prompt == 0;
         if (is_pp && r->n_parallel == 1) {
             pp.slowdown = slowdown((r->pipeline ? S : 1) * T, r->n_threads, a->cores_per_node);
+            pp.crowding = crowding((r->pipeline ? S : 1) * T, r->n_threads, a->cores_per_node);
             pr = predict_pp(&pp, r->n_prompt, r->n_ubatch, r->pipeline ? BT_PLAN_GPIPE
                                                                         : BT_PLAN_SYNC);
         } else if (is_tg) {
             const int G = r->pipeline ? (r->n_parallel < S ? r->n_parallel : S) : 1;
             pp.slowdown = slowdown(G * T, r->n_threads, a->cores_per_node);
+            pp.crowding = crowding(G * T, r->n_threads, a->cores_per_node);
             pr = predict_tg(&pp, r->n_gen, r->n_parallel, G);
         } else {
             skipped++;

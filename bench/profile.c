@@ -1,28 +1,115 @@
 /* profile.c: `baton-bench --profile`: the costs a planner needs (plan.h). */
 #include "profile.h"
 
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "forward.h"
 #include "kernels/kernels.h"
 #include "model.h"
 #include "rng.h"
+#include "sampler.h"
 #include "stages/transport.h"
 
-/* The median of up to 7 timed calls of what, at least 3, until 0.2 s. */
-typedef enum { P_LAYERS, P_HEAD, P_EMBED } part_t;
+/* ---- readers: the node's other cores reading memory ---- */
+
+/* Each reads its own buffer, well past a core's share of a cache, while
+ * `go` is set, and spins without touching memory while it is not. */
+#define READ_BYTES ((size_t)128 << 20)
+
+typedef struct readers {
+    pthread_t thread[256];
+    float *buf[256];
+    int n;
+    atomic_int go, stop;
+} readers_t;
+
+typedef struct reader_arg {
+    readers_t *rd;
+    int i;
+} reader_arg_t;
+
+static void *reader(void *arg)
+{
+    readers_t *rd = ((reader_arg_t *)arg)->rd;
+    float *buf = rd->buf[((reader_arg_t *)arg)->i];
+    const size_t n = READ_BYTES / sizeof(float), chunk = ((size_t)1 << 20) / sizeof(float);
+    volatile float sink = 0.0f;
+    for (size_t i = 0; i < n; i++) /* every page touched first */
+        buf[i] = (float)(i & 7);
+    for (size_t at = 0; !atomic_load_explicit(&rd->stop, memory_order_relaxed);) {
+        if (!atomic_load_explicit(&rd->go, memory_order_relaxed))
+            continue;
+        float acc[16] = {0};
+        for (size_t i = at; i < at + chunk; i += 16)
+            for (int j = 0; j < 16; j++)
+                acc[j] += buf[i + j];
+        sink += acc[0] + acc[15];
+        at = at + chunk < n ? at + chunk : 0;
+    }
+    (void)sink;
+    return NULL;
+}
+
+/* Starts up to n readers, paused (fewer when memory or threads run out). */
+static void readers_start(readers_t *rd, int n, reader_arg_t *args)
+{
+    atomic_store(&rd->go, 0);
+    atomic_store(&rd->stop, 0);
+    rd->n = 0;
+    for (int i = 0; i < n && i < 256; i++) {
+        rd->buf[i] = malloc(READ_BYTES);
+        args[i] = (reader_arg_t){rd, i};
+        if (rd->buf[i] == NULL || pthread_create(&rd->thread[i], NULL, reader, &args[i]) != 0) {
+            free(rd->buf[i]);
+            break;
+        }
+        rd->n++;
+    }
+    if (rd->n > 0)
+        usleep(300000); /* their pages touched */
+}
+
+static void readers_stop(readers_t *rd)
+{
+    atomic_store(&rd->stop, 1);
+    for (int i = 0; i < rd->n; i++) {
+        pthread_join(rd->thread[i], NULL);
+        free(rd->buf[i]);
+    }
+    rd->n = 0;
+}
+
+/* ---- timing ---- */
+
+/* P_SAMPLE: the last stage's choice of a token from each row's logits
+ * (greedy, as baton-bench decodes), the serve engine's own work per row */
+typedef enum { P_LAYERS, P_HEAD, P_EMBED, P_SAMPLE } part_t;
 
 typedef struct probe {
     bt_forward_t *f;
-    float *x, *x0, *logits; /* x0: the embedded rows each timed call starts from */
+    float *x, *x0, *logits; /* x0: -ub embedded rows of random tokens */
     int32_t *ids;
     bt_row_t *rows;
+    int ubatch, turn;
 } probe_t;
+
+/* The n rows of x0 the next call starts from: each call other tokens
+ * (while n < -ub), so a layer with experts routes each call anew, as in
+ * decode, instead of finding the last call's experts in the caches. */
+static const float *next_rows(probe_t *pr, int n)
+{
+    const int at = (int)((long)pr->turn++ * n % (pr->ubatch - n + 1));
+    return pr->x0 + (size_t)at * (size_t)pr->f->m->hp.n_embd;
+}
 
 static bt_status_t run_part(probe_t *pr, part_t part, int n, int ctx)
 {
-    memcpy(pr->x, pr->x0, sizeof(float) * (size_t)n * (size_t)pr->f->m->hp.n_embd);
+    memcpy(pr->x, next_rows(pr, n), sizeof(float) * (size_t)n * (size_t)pr->f->m->hp.n_embd);
     switch (part) {
     case P_LAYERS:
         for (int r = 0; r < n; r++)
@@ -31,26 +118,64 @@ static bt_status_t run_part(probe_t *pr, part_t part, int n, int ctx)
     case P_HEAD:
         bt_forward_head(pr->f, pr->x, n, pr->logits);
         return BT_OK;
+    case P_SAMPLE: { /* the head's last logits */
+        volatile int32_t chosen = 0;
+        for (int r = 0; r < n; r++)
+            chosen += bt_sample_greedy(pr->logits + (size_t)r * pr->f->m->hp.n_vocab,
+                                       pr->f->m->hp.n_vocab);
+        (void)chosen;
+        return BT_OK;
+    }
     default:
         return bt_forward_embed(pr->f, pr->ids, n, pr->x);
     }
 }
 
-static bt_status_t time_part(probe_t *pr, part_t part, int n, int ctx, double *median)
+static bt_status_t time_call(probe_t *pr, part_t part, int n, int ctx, double *t)
 {
-    double t[7];
+    const double t0 = bt_now();
+    const bt_status_t st = run_part(pr, part, n, ctx);
+    *t = bt_now() - t0;
+    return st;
+}
+
+/* The median of up to 7 timed calls of a part, at least 3, until 0.2 s,
+ * after a warm-up one. With rd (readers running): each call alone is
+ * followed by one while the readers read (*shared, their median), so
+ * both see the same moment of a noisy machine. */
+static bt_status_t time_part(probe_t *pr, part_t part, int n, int ctx, readers_t *rd,
+                             double *median, double *shared)
+{
+    double t[7], u[7];
     int k = 0;
-    const double t_end = bt_now() + 0.2;
+    const double t_end = bt_now() + (rd != NULL ? 0.4 : 0.2);
     bt_status_t st = run_part(pr, part, n, ctx); /* warm-up */
     while (st == BT_OK && k < 7 && (k < 3 || bt_now() < t_end)) {
-        const size_t bytes = sizeof(float) * (size_t)n * (size_t)pr->f->m->hp.n_embd;
-        memcpy(pr->x, pr->x0, bytes); /* outside the timing (run_part copies it again) */
-        const double t0 = bt_now();
-        st = run_part(pr, part, n, ctx);
-        t[k++] = bt_now() - t0;
+        st = time_call(pr, part, n, ctx, &t[k]);
+        if (st == BT_OK && rd != NULL) {
+            atomic_store(&rd->go, 1);
+            st = time_call(pr, part, n, ctx, &u[k]);
+            atomic_store(&rd->go, 0);
+        }
+        k++;
     }
     *median = k > 0 ? bt_median(t, k) : 0.0;
+    if (rd != NULL)
+        *shared = k > 0 ? bt_median(u, k) : 0.0;
     return st;
+}
+
+static bt_profile_row_t profile_row(const bt_profile_params_t *pp, const bt_hparams_t *hp,
+                                    const char *kind, int rows, int ctx, double sec,
+                                    double act_row, double held, double msg)
+{
+    bt_profile_row_t r = {.n_rows = rows, .n_ctx = ctx, .n_threads = pp->threads,
+                          .n_layer = hp->n_layer, .seconds = sec, .act_bytes_row = act_row,
+                          .weight_bytes = held, .msg_bytes = msg};
+    snprintf(r.model_filename, sizeof r.model_filename, "%s", pp->model);
+    snprintf(r.kind, sizeof r.kind, "%s", kind);
+    r.kv_bytes_pos = (double)bt_kv_cache_bytes(1, 1, 1, hp->n_head_kv * hp->head_dim, pp->kv_type);
+    return r;
 }
 
 bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **out, int *n_out)
@@ -77,9 +202,9 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
     for (int r = 1; r < pp->ubatch && n_rows < 31; r *= 2)
         rows[n_rows++] = r;
     rows[n_rows++] = pp->ubatch;
-    probe_t pr = {0};
+    probe_t pr = {.ubatch = pp->ubatch};
     st = bt_forward_init(m, pp->ops, n_ctx, 1, pp->ubatch, pp->threads, pp->kv_type, &pr.f);
-    const size_t cap = (size_t)n_rows * ((size_t)pp->n_ctx + 2);
+    const size_t cap = (size_t)n_rows * ((size_t)pp->n_ctx + 4);
     bt_profile_row_t *res = calloc(cap, sizeof *res);
     pr.x = malloc(sizeof(float) * (size_t)pp->ubatch * (size_t)hp->n_embd);
     pr.x0 = malloc(sizeof(float) * (size_t)pp->ubatch * (size_t)hp->n_embd);
@@ -115,29 +240,35 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
         free(lb);
     }
     const double msg = (double)bt_act_bytes(1, hp->n_embd) - act_row;
-    for (int part = P_LAYERS; part <= P_EMBED && st == BT_OK; part++)
+    /* At the smallest context, each layer call alone is paired with one
+     * while every other core of the node reads memory ("shared" rows,
+     * after the others). */
+    int min_ctx = pp->ctx[0];
+    for (int i = 1; i < pp->n_ctx; i++)
+        min_ctx = pp->ctx[i] < min_ctx ? pp->ctx[i] : min_ctx;
+    readers_t rd;
+    reader_arg_t args[256];
+    readers_start(&rd, omp_get_num_procs() - pp->threads, args);
+    double *shared = calloc((size_t)n_rows, sizeof(double));
+    static const char *const kinds[] = {"layer", "head", "embed", "sample"};
+    for (int part = P_LAYERS; part <= P_SAMPLE && st == BT_OK; part++)
         for (int c = 0; c < (part == P_LAYERS ? pp->n_ctx : 1) && st == BT_OK; c++)
             for (int i = 0; i < n_rows && st == BT_OK; i++) {
                 double sec;
                 const int ctx = part == P_LAYERS ? pp->ctx[c] : 0;
-                st = time_part(&pr, (part_t)part, rows[i], ctx, &sec);
+                const bool pair = part == P_LAYERS && ctx == min_ctx && rd.n > 0 && shared;
+                st = time_part(&pr, (part_t)part, rows[i], ctx, pair ? &rd : NULL, &sec,
+                               pair ? &shared[i] : NULL);
                 if (part == P_LAYERS)
                     sec /= hp->n_layer;
-                bt_profile_row_t *r = &res[k++];
-                snprintf(r->model_filename, sizeof r->model_filename, "%s", pp->model);
-                snprintf(r->kind, sizeof r->kind, "%s",
-                         part == P_LAYERS ? "layer" : part == P_HEAD ? "head" : "embed");
-                r->n_rows = rows[i];
-                r->n_ctx = ctx;
-                r->n_threads = pp->threads;
-                r->n_layer = hp->n_layer;
-                r->seconds = sec;
-                r->act_bytes_row = act_row;
-                r->weight_bytes = held;
-                r->kv_bytes_pos = (double)bt_kv_cache_bytes(1, 1, 1, hp->n_head_kv * hp->head_dim,
-                                                            pp->kv_type);
-                r->msg_bytes = msg;
+                res[k++] = profile_row(pp, hp, kinds[part], rows[i], ctx, sec, act_row, held,
+                                       msg);
             }
+    for (int i = 0; i < n_rows && st == BT_OK && rd.n > 0 && shared; i++)
+        res[k++] = profile_row(pp, hp, "shared", rows[i], min_ctx, shared[i] / hp->n_layer,
+                               act_row, held, msg);
+    readers_stop(&rd);
+    free(shared);
     free(pr.x);
     free(pr.x0);
     free(pr.logits);

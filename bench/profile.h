@@ -2,9 +2,13 @@
  * profile.h: `baton-bench --profile`: on one rank, the costs a planner
  * (plan.h, baton-plan) predicts from: the time of one layer on 1, 2, 4, ...
  * up to -ub rows at each context asked for (positions already in the
- * cache), of the final norm and head on that many rows, and of the
- * embedding lookup; and the bytes a row adds to a stage-boundary message.
- * Each figure is the median of 3-7 timed calls after a warm-up one.
+ * cache), of the final norm and head on that many rows, of the
+ * embedding lookup and of choosing that many rows' tokens (greedy); the
+ * bytes a row adds to a stage-boundary message; and, when the node has
+ * cores beyond the rank's threads, the layer at the smallest context
+ * while every other core reads memory ("shared", each call paired with
+ * one alone). Each figure is the median of 3-7 timed calls after a
+ * warm-up one.
  */
 #ifndef BT_BENCH_PROFILE_H
 #define BT_BENCH_PROFILE_H

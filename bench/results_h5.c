@@ -317,8 +317,10 @@ static bt_status_t check_version(hid_t f, const char *path)
                      path, BT_H5_FORMAT_VERSION);
     else if (version < BT_H5_FORMAT_VERSION)
         bt_log_error("hdf5: %s is format version %d, older than version %d that this build "
-                     "writes (it lacks fields such as split_mode, tp or n_parallel); refusing "
-                     "to use it: give --hdf5 a new file", path, version, BT_H5_FORMAT_VERSION);
+                     "writes (%s); refusing to use it: give --hdf5 a new file", path, version,
+                     BT_H5_FORMAT_VERSION,
+                     version == 5 ? "its readers would misread the profile rows it would get"
+                                  : "it lacks fields such as split_mode, tp or n_parallel");
     else
         bt_log_error("hdf5: %s is format version %d, newer than version %d that this build "
                      "writes; refusing to append to it: give --hdf5 a new file or use a newer "

@@ -2,7 +2,7 @@
  * results_h5.h: baton-bench results in an HDF5 file (rank 0 only; the only
  * place besides tests that includes hdf5.h).
  *
- * Layout (format "baton-bench results", version 5), every dataset 1-D,
+ * Layout (format "baton-bench results", version 6), every dataset 1-D,
  * chunked and extendible, of a compound type:
  *   /runs         one row per invocation: provenance (command line, build
  *                 commit, configure options, MPI library, CPU, Slurm job id,
@@ -15,8 +15,9 @@
  *   /links        one row per run and pipeline link s -> s+1: the link
  *                 probe's latency and bandwidth (stages/linkprobe.h)
  *   /profile      `--profile`: one row per measured cost (a layer, the head,
- *                 the embedding at a number of rows and a context), with
- *                 the run_id of the run that measured it (bench/plan.h)
+ *                 the embedding at a number of rows and a context; a layer
+ *                 while the node's other cores read memory), with the
+ *                 run_id of the run that measured it (bench/plan.h)
  *   /plan         baton-plan --hdf5: one row per node count and number of
  *                 sequences, every figure predicted, never measured
  * Root attributes: format, format_version, created, creator.
@@ -27,7 +28,8 @@
  * (an older one lacks fields this build writes), is refused before it is
  * opened for writing, so it is left untouched. The readers also take
  * version 4 (BT_H5_READ_VERSION_MIN), whose rows lack the fields version 5
- * added: they read as split_mode "layer", tp 1 (what version 4 ran).
+ * added: they read as split_mode "layer", tp 1 (what version 4 ran); and
+ * version 5, which is version 6 without "sample" and "shared" profile rows.
  */
 #ifndef BT_BENCH_RESULTS_H5_H
 #define BT_BENCH_RESULTS_H5_H
@@ -39,8 +41,9 @@
 
 #define BT_H5_FORMAT "baton-bench results"
 /* 2: /links; 3: n_parallel in /results; 4: /profile, /plan; 5: split_mode and tp in
- * /results with the gather probe, gather_s in /stage_times, tp in /plan */
-#define BT_H5_FORMAT_VERSION 5
+ * /results with the gather probe, gather_s in /stage_times, tp in /plan; 6: /profile
+ * rows of kinds "sample" and "shared" (a reader of 5 would take them for others) */
+#define BT_H5_FORMAT_VERSION 6
 /* The oldest version the readers (bt_h5_read_*) take. */
 #define BT_H5_READ_VERSION_MIN 4
 
@@ -70,7 +73,9 @@ typedef struct bt_run_link {
 typedef struct bt_profile_row {
     int64_t run_id;
     char model_filename[512];
-    char kind[16];          /* "layer" (one layer), "head", "embed" */
+    char kind[16];          /* "layer" (one layer), "head", "embed", "sample" (choosing
+                             * the rows' tokens), "shared" (one layer while every
+                             * other core of the node reads memory) */
     int32_t n_rows;         /* rows of the micro-batch */
     int32_t n_ctx;          /* positions already in the cache */
     int32_t n_threads;

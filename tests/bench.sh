@@ -103,7 +103,7 @@ if mpi 3 "$b" -m "$m" -p 8 -n 0 -r 1 -t 1 -v >/dev/null 2>"$tmp/err" &&
 then ok "-v prints the 2 links of 3 ranks"; else bad "-v link probe lines"; cat "$tmp/err"; fi
 # the writer alone: n_parallel, split_mode, tp and gather_s round trips;
 # older (4 included) and newer format versions refused with their bytes and
-# mtime unchanged; the reader takes versions 4 and 5 only
+# mtime unchanged; the reader takes versions 4 to 6 only
 mkdir -p "$tmp/writer"
 "$bin/tests/check_results" --writer "$tmp/writer" >"$tmp/chk" 2>&1 &&
     ok "HDF5 writer: n_parallel, split_mode, tp, gather_s read back; other versions refused" ||

@@ -19,12 +19,13 @@ typedef struct flat {
 static void flat_init(flat_t *f, int n_layer, double per_row, double act)
 {
     *f = (flat_t){.rows = {1, 1024}, .ctx = {0}, .layer = {per_row, per_row * 1024}};
-    f->p = (bt_profile_t){n_layer, 2, f->rows, 1, f->ctx, f->layer, f->head, f->embed, act, 0};
+    f->p = (bt_profile_t){n_layer, 2,       f->rows, 1, f->ctx, f->layer,
+                          f->head, f->embed, act,     0, NULL,    NULL};
 }
 
 static bt_plan_pipe_t pipe_of(const flat_t *f, int S, const int *bounds, double lat, double bw)
 {
-    return (bt_plan_pipe_t){&f->p, S, bounds, lat, bw, 1.0, {0}};
+    return (bt_plan_pipe_t){&f->p, S, bounds, lat, bw, 1.0, {0}, 0.0};
 }
 
 #define NEAR(a, b) (fabs((double)(a) - (double)(b)) <= 1e-9 * fmax(1.0, fabs((double)(b))))
@@ -33,7 +34,7 @@ START_TEST(test_profile_interpolation)
 {
     int rows[3] = {1, 4, 16}, ctx[2] = {0, 1000};
     double layer[6] = {1, 2, 5, /* ctx 1000: */ 3, 4, 7}, head[3] = {0.5, 1, 2}, embed[3] = {0};
-    bt_profile_t p = {4, 3, rows, 2, ctx, layer, head, embed, 100, 0};
+    bt_profile_t p = {4, 3, rows, 2, ctx, layer, head, embed, 100, 0, NULL, NULL};
     ck_assert(NEAR(bt_profile_layer(&p, 4, 0), 2));
     ck_assert(NEAR(bt_profile_layer(&p, 10, 0), 3.5));  /* halfway 4 -> 16 */
     ck_assert(NEAR(bt_profile_layer(&p, 32, 0), 10));   /* in proportion past 16 */
@@ -42,6 +43,46 @@ START_TEST(test_profile_interpolation)
     ck_assert(NEAR(bt_profile_layer(&p, 1, 0), 1));
     ck_assert(NEAR(bt_profile_head(&p, 2), 0.5 + 0.5 / 3));
     ck_assert(NEAR(bt_profile_head(&p, 0), 0));
+    /* crowding: the layer with the node's other cores reading memory over
+     * the layer alone, at context 0; 1 when not measured, never below 1 */
+    ck_assert(NEAR(bt_profile_crowding(&p, 4), 1));
+    double shared[3] = {2, 3, 4};
+    p.shared_s = shared;
+    ck_assert(NEAR(bt_profile_crowding(&p, 1), 2));
+    ck_assert(NEAR(bt_profile_crowding(&p, 4), 1.5));
+    ck_assert(NEAR(bt_profile_crowding(&p, 10), 3.5 / 3.5));
+    ck_assert(NEAR(bt_profile_crowding(&p, 16), 1)); /* 4 < 5: never below 1 */
+}
+END_TEST
+
+/* A stage's compute grows by crowding x (the profile's crowding - 1), its
+ * gathers not; the tensor share adds the experts' share at the rows,
+ * interpolated in log2 rows. */
+START_TEST(test_crowding_and_experts)
+{
+    flat_t f;
+    flat_init(&f, 4, 1e-3, 0);
+    double shared[2];
+    for (int i = 0; i < 2; i++)
+        shared[i] = 1.6 * f.layer[i];
+    f.p.shared_s = shared;
+    int b[2] = {0, 4};
+    bt_plan_pipe_t p = pipe_of(&f, 1, b, 0, 0);
+    const double alone = bt_plan_stage_s(&p, 0, 1, 0, 0);
+    p.crowding = 0.5;
+    ck_assert(NEAR(bt_plan_stage_s(&p, 0, 1, 0, 0), alone * 1.3));
+    p.tensor = (bt_plan_tensor_t){.tp = 2, .share = 0.3, .expert_frac = 0.5, .gathers = 3,
+                                  .latency_s = 1e-5};
+    for (int i = 0; i < BT_PLAN_EXPERT_ROWS; i++)
+        p.tensor.expert_share[i] = 0.5 + 0.2 / (1 << i);
+    ck_assert(NEAR(bt_plan_tensor_share(&p.tensor, 1), 0.3 + 0.5 * 0.7));
+    ck_assert(NEAR(bt_plan_tensor_share(&p.tensor, 2), 0.3 + 0.5 * 0.6));
+    ck_assert(NEAR(bt_plan_tensor_share(&p.tensor, 3), 0.3 + 0.5 * (0.6 + (log2(3) - 1) * -0.05)));
+    ck_assert(NEAR(bt_plan_tensor_share(&p.tensor, 1 << 20),
+                   0.3 + 0.5 * p.tensor.expert_share[BT_PLAN_EXPERT_ROWS - 1]));
+    p.tensor.expert_frac = 0;
+    ck_assert(NEAR(bt_plan_tensor_share(&p.tensor, 7), 0.3));
+    ck_assert(NEAR(bt_plan_stage_s(&p, 0, 1, 0, 0), alone * 1.3 * 0.3 + 4 * 3 * 1e-5 + 1e-5));
 }
 END_TEST
 
@@ -252,6 +293,7 @@ int main(void)
     tcase_add_test(tc, test_gpipe_equal_stages);
     tcase_add_test(tc, test_slow_link);
     tcase_add_test(tc, test_tensor_stage);
+    tcase_add_test(tc, test_crowding_and_experts);
     tcase_add_test(tc, test_unbalanced);
     tcase_add_test(tc, test_slots_limit_run_ahead);
     tcase_add_test(tc, test_decode_ring_and_groups);

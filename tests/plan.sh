@@ -21,7 +21,10 @@ h5=$tmp/r.h5
 "$bin/baton-mkmodel" --shape tiny --n-layer 8 --n-embd 256 --n-ff 768 --n-head 4 --n-head-kv 2 \
     --type q8_0 -o "$m" >/dev/null 2>&1 || { echo "baton-mkmodel failed"; exit 1; }
 
-# the profile: 1, 2, 4, ... 64 rows at two contexts, head and embedding
+# the profile: 1, 2, 4, ... 64 rows at two contexts, head, embedding and
+# sampling; with cores to spare, the layer at context 0 while the others
+# read memory (shared)
+cores=$(nproc)
 if timeout 300 "$bin/baton-bench" -m "$m" --profile -t 1 -ub 64 --profile-ctx 0,128 \
     --hdf5 "$h5" >"$tmp/prof.out" 2>&1 && grep -q "^| layer | 64 | 128 | 1 |" "$tmp/prof.out" &&
     grep -q "^| head | 1 | 0 | 1 |" "$tmp/prof.out"; then
@@ -29,21 +32,38 @@ if timeout 300 "$bin/baton-bench" -m "$m" --profile -t 1 -ub 64 --profile-ctx 0,
 else
     bad "baton-bench --profile"; cat "$tmp/prof.out"
 fi
-if "$py" - "$h5" <<'PY' 2>"$tmp/err"; then
+if "$py" - "$h5" "$cores" <<'PY' 2>"$tmp/err"; then
 import sys, h5py
 p = h5py.File(sys.argv[1], "r")["profile"][()]
+spare = int(sys.argv[2]) > 1
 kinds = sorted({k.decode() for k in p["kind"]})
-assert kinds == ["embed", "head", "layer"], kinds
-assert len(p) == 7 * 2 + 7 + 7, len(p)
+assert kinds == ["embed", "head", "layer", "sample"] + (["shared"] if spare else []), kinds
+assert len(p) == 7 * 2 + 7 + 7 + 7 + 7 * spare, len(p)
 assert (p["seconds"] > 0).all() and (p["n_layer"] == 8).all() and (p["act_bytes_row"] == 1024).all()
+shared = p[p["kind"] == b"shared"]
+assert sorted(shared["n_rows"]) == ([1, 2, 4, 8, 16, 32, 64] if spare else []), shared["n_rows"]
+assert (shared["n_ctx"] == 0).all()
 PY
-    ok "/profile: 28 rows, every time positive, 1024 bytes a row (256 floats)"
+    ok "/profile: every time positive, 1024 bytes a row (256 floats), 7 sample rows," \
+        "shared rows at context 0 with $((cores - 1)) spare cores"
 else
     bad "/profile rows"; cat "$tmp/err"
 fi
-# -t 2's profile too, for the 1-rank 2-thread row below
+# -t 2's profile too, for the 1-rank 2-thread row below (shared rows only
+# with more than 2 cores)
 timeout 300 "$bin/baton-bench" -m "$m" --profile -t 2 -ub 64 --profile-ctx 0,128 \
     --hdf5 "$h5" >/dev/null 2>&1 || bad "baton-bench --profile -t 2"
+if "$py" - "$h5" "$cores" <<'PY' 2>"$tmp/err"; then
+import sys, h5py
+p = h5py.File(sys.argv[1], "r")["profile"][()]
+p = p[p["run_id"] == p["run_id"].max()]
+assert (p["n_threads"] == 2).all()
+assert ((p["kind"] == b"shared").sum() > 0) == (int(sys.argv[2]) > 2)
+PY
+    ok "-t 2 on $cores cores: shared rows only with cores beyond the threads"
+else
+    bad "-t 2 profile's shared rows"; cat "$tmp/err"
+fi
 
 # the table: every node count, the split, a prediction that says it is one
 if "$bin/baton-plan" --profile "$h5" -t 1 --nodes 1-4 -p 256 -n 16 --parallel 1,4 \
