@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "rng.h"
 #include "sampler.h"
 #include "testutil.h"
 
@@ -28,6 +29,50 @@ static void histogram(bt_sampler_t *s, int n, int *counts)
     for (int i = 0; i < n; i++)
         counts[bt_sampler_sample(s, logits)]++;
 }
+
+/* The answer greedy must give: the first strictly larger value wins. */
+static int32_t first_max(const float *x, int n)
+{
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* bt_sample_greedy scans in lanes: the same index as one scan for every
+ * length around the lanes' width and the vocabularies', with ties, NaN,
+ * infinities and the maximum at either end, in every position. */
+START_TEST(test_greedy_lanes)
+{
+    enum { N = 1000 };
+    static float x[N];
+    bt_rng_t rng;
+    bt_rng_seed(&rng, 7);
+    const int lens[] = {1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 64, 100, 999, N};
+    for (int li = 0; li < (int)(sizeof lens / sizeof lens[0]); li++) {
+        const int n = lens[li];
+        for (int trial = 0; trial < 400; trial++) {
+            for (int i = 0; i < n; i++) /* few distinct values: many ties */
+                x[i] = (float)(bt_rng_next(&rng) % 7) - 3.0f;
+            const int k = (int)(bt_rng_next(&rng) % (uint64_t)n);
+            switch (trial % 8) {
+            case 1: x[k] = NAN; break;
+            case 2: x[0] = NAN; break;
+            case 3: x[k] = INFINITY; break;
+            case 4: for (int i = 0; i < n; i++) x[i] = -INFINITY; break;
+            case 5: for (int i = 0; i < n; i++) x[i] = i == k ? 1.0f : NAN; break;
+            case 6: x[n - 1] = 100.0f; break;
+            case 7: for (int i = 0; i < n; i++) x[i] = i % 3 == 0 ? NAN : -INFINITY; break;
+            default: break;
+            }
+            ck_assert_msg(bt_sample_greedy(x, n) == first_max(x, n),
+                          "n %d, trial %d: %d, one scan %d", n, trial, bt_sample_greedy(x, n),
+                          first_max(x, n));
+        }
+    }
+}
+END_TEST
 
 START_TEST(test_greedy)
 {
@@ -154,6 +199,7 @@ int main(void)
     Suite *s = suite_create("sampler");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_greedy);
+    tcase_add_test(tc, test_greedy_lanes);
     tcase_add_test(tc, test_distribution);
     tcase_add_test(tc, test_truncation);
     tcase_add_test(tc, test_seed);
