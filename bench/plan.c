@@ -80,6 +80,25 @@ double bt_profile_crowding(const bt_profile_t *p, double rows)
 
 /* ---- stage and hop times ---- */
 
+double bt_plan_slowdown(int ranks, int threads, int cores)
+{
+    const double want = (double)ranks * threads;
+    return cores > 0 && want > cores ? want / cores : 1.0;
+}
+
+int bt_plan_sharing(int computing, int all, int threads, int cores)
+{
+    return cores > 0 && (double)all * threads > cores ? all : computing;
+}
+
+double bt_plan_crowding(int computing, int threads, int cores)
+{
+    const int others = cores - threads;
+    if (others <= 0 || computing <= 1)
+        return 0.0;
+    return fmin(1.0, (double)(computing - 1) * threads / others);
+}
+
 double bt_plan_gather_s(const bt_plan_tensor_t *t, int rows)
 {
     if (t->tp <= 1)

@@ -105,6 +105,22 @@ typedef struct bt_plan_pipe {
     double crowding;
 } bt_plan_pipe_t;
 
+/* A node's cores: compute slows by ranks x threads / cores beyond them
+ * (1 within). */
+double bt_plan_slowdown(int ranks, int threads, int cores);
+
+/* The ranks that share a node's cores when `computing` of its `all` ranks
+ * compute at once: those alone while every rank has a core to itself
+ * (waiting ranks yield theirs, --mca mpi_yield_when_idle); all of them
+ * when they outnumber the cores, since a waiting rank polls and the
+ * kernel's scheduler gives every runnable process its fair share. */
+int bt_plan_sharing(int computing, int all, int threads, int cores);
+
+/* bt_plan_pipe_t.crowding when `computing` ranks of `threads` compute at
+ * once on a node: the share of the node's other cores (beyond one rank's
+ * threads) the others keep busy, at most 1. */
+double bt_plan_crowding(int computing, int threads, int cores);
+
 /* Seconds of one layer's gathers, and of the leader's broadcast, for a
  * micro-batch of rows (0 without tensor ranks). */
 double bt_plan_gather_s(const bt_plan_tensor_t *t, int rows);

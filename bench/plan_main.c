@@ -501,35 +501,18 @@ typedef struct pred {
     double model_ts, sim_ts;
 } pred_t;
 
-/* Compute slowdown when S ranks of `threads` share a node's cores. */
-static double slowdown(int ranks_on_node, int threads, int cores)
-{
-    const double want = (double)ranks_on_node * threads;
-    return cores > 0 && want > cores ? want / cores : 1.0;
-}
-
-/* The share of a node's other cores (beyond a rank's threads) that the
- * other ranks computing with it keep busy (bt_plan_pipe_t.crowding). */
-static double crowding(int ranks_at_once, int threads, int cores)
-{
-    const int others = cores - threads;
-    if (others <= 0 || ranks_at_once <= 1)
-        return 0.0;
-    return fmin(1.0, (double)(ranks_at_once - 1) * threads / others);
-}
-
 /* The compute slowdown of a rank: a shape's node rates are shared by its
  * ranks; a measured profile's threads by the node's cores. */
 static double node_share(const plan_args_t *a, const loaded_t *L)
 {
     return a->shape ? a->ranks_per_node
-                    : slowdown(a->ranks_per_node, L->threads, a->cores_per_node);
+                    : bt_plan_slowdown(a->ranks_per_node, L->threads, a->cores_per_node);
 }
 
 /* The crowding of a node's ranks all at work (a shape's profile has none). */
 static double node_crowding(const plan_args_t *a, const loaded_t *L)
 {
-    return a->shape ? 0.0 : crowding(a->ranks_per_node, L->threads, a->cores_per_node);
+    return a->shape ? 0.0 : bt_plan_crowding(a->ranks_per_node, L->threads, a->cores_per_node);
 }
 
 /* The split of n_layer over S by compute (the head once per prompt). */
@@ -884,11 +867,11 @@ static int run_compare(const plan_args_t *a)
         if (r->n_ranks > 1)
             load_links(a->links ? a->links : a->compare, a->links ? -1 : r->run_id, &lat, &bw,
                        &tlat, &tbw);
-        /* ranks of one run here share one node; only the ranks that compute
-         * at once share its cores (waiting ones yield them: --mca
-         * mpi_yield_when_idle): all with GPipe, one stage with --pipeline 0
-         * or one decode group, one a group in flight; a stage's tensor
-         * ranks all compute at once */
+        /* ranks of one run here share one node; the ranks that compute at
+         * once (all with GPipe, one stage with --pipeline 0 or one decode
+         * group, one a group in flight; a stage's tensor ranks all at once)
+         * share its cores and its memory, and so do the waiting ones when
+         * the ranks outnumber the cores (sharing) */
         bt_plan_pipe_t pp = {&L->p, S, bounds, lat, bw, 1.0, {0}, 0.0};
         if (T > 1) {
             pp.tensor = tensor_costs(&L->hp, T, tlat, tbw);
@@ -900,15 +883,15 @@ static int run_compare(const plan_args_t *a)
         }
         pred_t pr;
         const bool is_pp = r->n_gen == 0 && r->n_prompt > 0, is_tg = r->n_prompt == 0;
+        const int G = r->pipeline ? (r->n_parallel < S ? r->n_parallel : S) : 1;
+        const int computing = (is_tg ? G : r->pipeline ? S : 1) * T, cores = a->cores_per_node;
+        pp.slowdown = bt_plan_slowdown(bt_plan_sharing(computing, r->n_ranks, r->n_threads, cores),
+                                       r->n_threads, cores);
+        pp.crowding = bt_plan_crowding(computing, r->n_threads, cores);
         if (is_pp && r->n_parallel == 1) {
-            pp.slowdown = slowdown((r->pipeline ? S : 1) * T, r->n_threads, a->cores_per_node);
-            pp.crowding = crowding((r->pipeline ? S : 1) * T, r->n_threads, a->cores_per_node);
             pr = predict_pp(&pp, r->n_prompt, r->n_ubatch, r->pipeline ? BT_PLAN_GPIPE
                                                                         : BT_PLAN_SYNC);
         } else if (is_tg) {
-            const int G = r->pipeline ? (r->n_parallel < S ? r->n_parallel : S) : 1;
-            pp.slowdown = slowdown(G * T, r->n_threads, a->cores_per_node);
-            pp.crowding = crowding(G * T, r->n_threads, a->cores_per_node);
             pr = predict_tg(&pp, r->n_gen, r->n_parallel, G);
         } else {
             skipped++;

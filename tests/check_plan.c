@@ -55,6 +55,28 @@ START_TEST(test_profile_interpolation)
 }
 END_TEST
 
+/* A node's cores: the slowdown of ranks beyond them, who shares them
+ * (waiting ranks too once the ranks outnumber the cores), and the crowding
+ * of its memory by the other computing ranks. */
+START_TEST(test_node_sharing)
+{
+    ck_assert(NEAR(bt_plan_slowdown(2, 1, 2), 1));
+    ck_assert(NEAR(bt_plan_slowdown(3, 1, 2), 1.5));
+    ck_assert(NEAR(bt_plan_slowdown(2, 2, 2), 2));
+    ck_assert(NEAR(bt_plan_slowdown(8, 1, 0), 1)); /* cores unknown */
+    ck_assert_int_eq(bt_plan_sharing(1, 2, 1, 2), 1); /* a core each: the waiting one yields */
+    ck_assert_int_eq(bt_plan_sharing(1, 3, 1, 2), 3); /* 3 ranks, 2 cores: all share */
+    ck_assert_int_eq(bt_plan_sharing(2, 4, 1, 2), 4);
+    ck_assert_int_eq(bt_plan_sharing(1, 2, 2, 2), 2); /* 2 x 2 threads on 2 cores */
+    ck_assert_int_eq(bt_plan_sharing(1, 3, 1, 0), 1);
+    ck_assert(NEAR(bt_plan_crowding(1, 1, 2), 0));
+    ck_assert(NEAR(bt_plan_crowding(2, 1, 2), 1));
+    ck_assert(NEAR(bt_plan_crowding(2, 1, 4), 1.0 / 3));
+    ck_assert(NEAR(bt_plan_crowding(8, 1, 4), 1));
+    ck_assert(NEAR(bt_plan_crowding(2, 2, 2), 0)); /* no other cores */
+}
+END_TEST
+
 /* A stage's compute grows by crowding x (the profile's crowding - 1), its
  * gathers not; the tensor share adds the experts' share at the rows,
  * interpolated in log2 rows. */
@@ -294,6 +316,7 @@ int main(void)
     tcase_add_test(tc, test_slow_link);
     tcase_add_test(tc, test_tensor_stage);
     tcase_add_test(tc, test_crowding_and_experts);
+    tcase_add_test(tc, test_node_sharing);
     tcase_add_test(tc, test_unbalanced);
     tcase_add_test(tc, test_slots_limit_run_ahead);
     tcase_add_test(tc, test_decode_ring_and_groups);
