@@ -18,12 +18,17 @@
 /* ---- readers: the node's other cores reading memory ---- */
 
 /* Each reads its own buffer, well past a core's share of a cache, while
- * `go` is set, and spins without touching memory while it is not. */
-#define READ_BYTES ((size_t)128 << 20)
+ * `go` is set, and spins without touching memory while it is not: 128 MiB
+ * each, less on a node of many cores (4 GiB in all, at least 32 MiB each,
+ * still 8 or more times a core's share of today's caches). */
+#define READ_ALL ((size_t)4 << 30)
+#define READ_MIN ((size_t)32 << 20)
+#define READ_MAX ((size_t)128 << 20)
 
 typedef struct readers {
     pthread_t thread[256];
     float *buf[256];
+    size_t bytes; /* each buffer's */
     int n;
     atomic_int go, stop;
 } readers_t;
@@ -37,7 +42,7 @@ static void *reader(void *arg)
 {
     readers_t *rd = ((reader_arg_t *)arg)->rd;
     float *buf = rd->buf[((reader_arg_t *)arg)->i];
-    const size_t n = READ_BYTES / sizeof(float), chunk = ((size_t)1 << 20) / sizeof(float);
+    const size_t n = rd->bytes / sizeof(float), chunk = ((size_t)1 << 20) / sizeof(float);
     volatile float sink = 0.0f;
     for (size_t i = 0; i < n; i++) /* every page touched first */
         buf[i] = (float)(i & 7);
@@ -61,8 +66,13 @@ static void readers_start(readers_t *rd, int n, reader_arg_t *args)
     atomic_store(&rd->go, 0);
     atomic_store(&rd->stop, 0);
     rd->n = 0;
-    for (int i = 0; i < n && i < 256; i++) {
-        rd->buf[i] = malloc(READ_BYTES);
+    n = n < 256 ? n : 256;
+    if (n <= 0)
+        return;
+    const size_t each = READ_ALL / (size_t)n, mib = (size_t)1 << 20; /* whole MiB: whole chunks */
+    rd->bytes = (each < READ_MIN ? READ_MIN : each > READ_MAX ? READ_MAX : each) / mib * mib;
+    for (int i = 0; i < n; i++) {
+        rd->buf[i] = malloc(rd->bytes);
         args[i] = (reader_arg_t){rd, i};
         if (rd->buf[i] == NULL || pthread_create(&rd->thread[i], NULL, reader, &args[i]) != 0) {
             free(rd->buf[i]);
