@@ -25,35 +25,37 @@
 #define READ_MIN ((size_t)32 << 20)
 #define READ_MAX ((size_t)128 << 20)
 
-typedef struct readers {
-    pthread_t thread[256];
-    float *buf[256];
+#define READERS_MAX 256
+
+typedef struct readers readers_t;
+
+typedef struct reader {
+    readers_t *all;
+    pthread_t thread;
+    float *buf;
+} reader_t;
+
+struct readers {
+    reader_t r[READERS_MAX];
     size_t bytes; /* each buffer's */
     int n;
     atomic_int go, stop;
-} readers_t;
+};
 
-typedef struct reader_arg {
-    readers_t *rd;
-    int i;
-} reader_arg_t;
-
+/* Sums its buffer a MiB at a time with the read-bandwidth loop of
+ * --kernels (bt_peak_sum) while `go` is set. */
 static void *reader(void *arg)
 {
-    readers_t *rd = ((reader_arg_t *)arg)->rd;
-    float *buf = rd->buf[((reader_arg_t *)arg)->i];
+    const reader_t *me = arg;
+    readers_t *rd = me->all;
     const size_t n = rd->bytes / sizeof(float), chunk = ((size_t)1 << 20) / sizeof(float);
     volatile float sink = 0.0f;
     for (size_t i = 0; i < n; i++) /* every page touched first */
-        buf[i] = (float)(i & 7);
+        me->buf[i] = (float)(i & 7);
     for (size_t at = 0; !atomic_load_explicit(&rd->stop, memory_order_relaxed);) {
         if (!atomic_load_explicit(&rd->go, memory_order_relaxed))
             continue;
-        float acc[16] = {0};
-        for (size_t i = at; i < at + chunk; i += 16)
-            for (int j = 0; j < 16; j++)
-                acc[j] += buf[i + j];
-        sink += acc[0] + acc[15];
+        sink += bt_peak_sum(me->buf + at, chunk);
         at = at + chunk < n ? at + chunk : 0;
     }
     (void)sink;
@@ -61,21 +63,21 @@ static void *reader(void *arg)
 }
 
 /* Starts up to n readers, paused (fewer when memory or threads run out). */
-static void readers_start(readers_t *rd, int n, reader_arg_t *args)
+static void readers_start(readers_t *rd, int n)
 {
     atomic_store(&rd->go, 0);
     atomic_store(&rd->stop, 0);
     rd->n = 0;
-    n = n < 256 ? n : 256;
+    n = n < READERS_MAX ? n : READERS_MAX;
     if (n <= 0)
         return;
     const size_t each = READ_ALL / (size_t)n, mib = (size_t)1 << 20; /* whole MiB: whole chunks */
     rd->bytes = (each < READ_MIN ? READ_MIN : each > READ_MAX ? READ_MAX : each) / mib * mib;
     for (int i = 0; i < n; i++) {
-        rd->buf[i] = malloc(rd->bytes);
-        args[i] = (reader_arg_t){rd, i};
-        if (rd->buf[i] == NULL || pthread_create(&rd->thread[i], NULL, reader, &args[i]) != 0) {
-            free(rd->buf[i]);
+        reader_t *r = &rd->r[i];
+        *r = (reader_t){.all = rd, .buf = malloc(rd->bytes)};
+        if (r->buf == NULL || pthread_create(&r->thread, NULL, reader, r) != 0) {
+            free(r->buf);
             break;
         }
         rd->n++;
@@ -88,8 +90,8 @@ static void readers_stop(readers_t *rd)
 {
     atomic_store(&rd->stop, 1);
     for (int i = 0; i < rd->n; i++) {
-        pthread_join(rd->thread[i], NULL);
-        free(rd->buf[i]);
+        pthread_join(rd->r[i].thread, NULL);
+        free(rd->r[i].buf);
     }
     rd->n = 0;
 }
@@ -257,16 +259,15 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
     for (int i = 1; i < pp->n_ctx; i++)
         min_ctx = pp->ctx[i] < min_ctx ? pp->ctx[i] : min_ctx;
     readers_t rd;
-    reader_arg_t args[256];
-    readers_start(&rd, omp_get_num_procs() - pp->threads, args);
-    double *shared = calloc((size_t)n_rows, sizeof(double));
+    readers_start(&rd, omp_get_num_procs() - pp->threads);
+    double shared[32];
     static const char *const kinds[] = {"layer", "head", "embed", "sample"};
     for (int part = P_LAYERS; part <= P_SAMPLE && st == BT_OK; part++)
         for (int c = 0; c < (part == P_LAYERS ? pp->n_ctx : 1) && st == BT_OK; c++)
             for (int i = 0; i < n_rows && st == BT_OK; i++) {
                 double sec;
                 const int ctx = part == P_LAYERS ? pp->ctx[c] : 0;
-                const bool pair = part == P_LAYERS && ctx == min_ctx && rd.n > 0 && shared;
+                const bool pair = part == P_LAYERS && ctx == min_ctx && rd.n > 0;
                 st = time_part(&pr, (part_t)part, rows[i], ctx, pair ? &rd : NULL, &sec,
                                pair ? &shared[i] : NULL);
                 if (part == P_LAYERS)
@@ -274,11 +275,10 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
                 res[k++] = profile_row(pp, hp, kinds[part], rows[i], ctx, sec, act_row, held,
                                        msg);
             }
-    for (int i = 0; i < n_rows && st == BT_OK && rd.n > 0 && shared; i++)
+    for (int i = 0; i < n_rows && st == BT_OK && rd.n > 0; i++)
         res[k++] = profile_row(pp, hp, "shared", rows[i], min_ctx, shared[i] / hp->n_layer,
                                act_row, held, msg);
     readers_stop(&rd);
-    free(shared);
     free(pr.x);
     free(pr.x0);
     free(pr.logits);
