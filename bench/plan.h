@@ -37,8 +37,8 @@ typedef struct bt_profile {
     const double *embed_s; /* [n_rows]: the embedding lookup */
     double act_bytes_row;  /* bytes a row adds to a stage-boundary message */
     double msg_bytes;      /* bytes of a message besides its rows */
-    const double *shared_s; /* [n_rows] or NULL: one layer at context 0 while every other
-                             * core of the node reads memory */
+    const double *shared_s; /* [n_rows] or NULL: one layer at the smallest context while
+                             * every other core of the node reads memory */
     const double *sample_s; /* [n_rows] or NULL: choosing the tokens of that many rows */
 } bt_profile_t;
 
@@ -48,7 +48,7 @@ double bt_profile_embed(const bt_profile_t *p, double rows);
 double bt_profile_sample(const bt_profile_t *p, double rows); /* 0 without sample_s */
 
 /* How much slower a rank computes rows while the node's other cores work
- * too: shared_s over layer_s at context 0 (1 without shared_s, never
+ * too: shared_s over layer_s at the smallest context (1 without shared_s, never
  * below 1). Memory bandwidth is the node's, not the core's: decode,
  * which streams the weights, slows most. */
 double bt_profile_crowding(const bt_profile_t *p, double rows);

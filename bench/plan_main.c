@@ -289,11 +289,14 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
     nr = distinct(L->rows, nr);
     nc = distinct(L->ctx, nc);
     L->layer = calloc((size_t)(nr * nc + 1), sizeof(double));
-    L->head = calloc((size_t)nr + 1, sizeof(double));
-    L->embed = calloc((size_t)nr + 1, sizeof(double));
-    L->shared = calloc((size_t)nr + 1, sizeof(double));
-    L->sample = calloc((size_t)nr + 1, sizeof(double));
-    int n_shared = 0, n_sample = 0;
+    /* the kinds with one figure a row count; the optional ones (shared: no
+     * core beyond -t; sample: a version 5 file) only when every row count
+     * has one, head and embed always (0 where missing) */
+    static const char *const per_row[] = {"head", "embed", "shared", "sample"};
+    double **vec[] = {&L->head, &L->embed, &L->shared, &L->sample};
+    int got[4] = {0};
+    for (int v = 0; v < 4; v++)
+        *vec[v] = calloc((size_t)nr + 1, sizeof(double));
     for (int i = 0; i < n; i++) {
         if (r[i].run_id != run)
             continue;
@@ -304,15 +307,12 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
         if (!strcmp(r[i].kind, "layer")) {
             const int *ci = bsearch(&r[i].n_ctx, L->ctx, (size_t)nc, sizeof(int), cmp_int);
             L->layer[(ci - L->ctx) * nr + k] = r[i].seconds;
-        } else if (!strcmp(r[i].kind, "shared")) {
-            L->shared[k] = r[i].seconds;
-            n_shared++;
-        } else if (!strcmp(r[i].kind, "sample")) {
-            L->sample[k] = r[i].seconds;
-            n_sample++;
-        } else {
-            (!strcmp(r[i].kind, "head") ? L->head : L->embed)[k] = r[i].seconds;
         }
+        for (int v = 0; v < 4; v++)
+            if (!strcmp(r[i].kind, per_row[v])) {
+                (*vec[v])[k] = r[i].seconds;
+                got[v]++;
+            }
         L->threads = r[i].n_threads;
         L->p.n_layer = r[i].n_layer;
         L->p.act_bytes_row = r[i].act_bytes_row;
@@ -328,11 +328,9 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
     L->p.n_ctx = nc;
     L->p.ctx = L->ctx;
     L->p.layer_s = L->layer;
-    L->p.head_s = L->head;
-    L->p.embed_s = L->embed;
-    /* every row count measured with the node's other cores busy, or none */
-    L->p.shared_s = n_shared == nr ? L->shared : NULL;
-    L->p.sample_s = n_sample == nr ? L->sample : NULL; /* a version 5 profile has none */
+    const double **to[] = {&L->p.head_s, &L->p.embed_s, &L->p.shared_s, &L->p.sample_s};
+    for (int v = 0; v < 4; v++)
+        *to[v] = v < 2 || got[v] == nr ? *vec[v] : NULL;
     return nr > 0 ? BT_OK : BT_ERR_ARG;
 }
 
