@@ -5,7 +5,7 @@
 
 const bt_lt_info_t bt_lt_info[BT_LT_COUNT] = {
     [BT_LT_ATTN_NORM] = {"attn_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
-    [BT_LT_Q] = {"attn_q.weight", BT_DIM_EMBD, BT_DIM_Q},
+    [BT_LT_Q] = {"attn_q.weight", BT_DIM_EMBD, BT_DIM_QK},
     [BT_LT_K] = {"attn_k.weight", BT_DIM_EMBD, BT_DIM_KV},
     [BT_LT_V] = {"attn_v.weight", BT_DIM_EMBD, BT_DIM_KV},
     [BT_LT_Q_BIAS] = {"attn_q.bias", BT_DIM_Q, BT_DIM_ONE},
@@ -13,7 +13,7 @@ const bt_lt_info_t bt_lt_info[BT_LT_COUNT] = {
     [BT_LT_V_BIAS] = {"attn_v.bias", BT_DIM_KV, BT_DIM_ONE},
     [BT_LT_Q_NORM] = {"attn_q_norm.weight", BT_DIM_HEAD, BT_DIM_ONE},
     [BT_LT_K_NORM] = {"attn_k_norm.weight", BT_DIM_HEAD, BT_DIM_ONE},
-    [BT_LT_O] = {"attn_output.weight", BT_DIM_Q, BT_DIM_EMBD},
+    [BT_LT_O] = {"attn_output.weight", BT_DIM_O, BT_DIM_EMBD},
     [BT_LT_O_BIAS] = {"attn_output.bias", BT_DIM_EMBD, BT_DIM_ONE},
     [BT_LT_SINKS] = {"attn_sinks.weight", BT_DIM_NHEAD, BT_DIM_ONE},
     [BT_LT_POST_ATTN_NORM] = {"post_attention_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
@@ -31,6 +31,17 @@ const bt_lt_info_t bt_lt_info[BT_LT_COUNT] = {
     [BT_LT_UP_EXPS_BIAS] = {"ffn_up_exps.bias", BT_DIM_FF_EXP, BT_DIM_EXPERT, .f32 = true},
     [BT_LT_DOWN_EXPS_BIAS] = {"ffn_down_exps.bias", BT_DIM_EMBD, BT_DIM_EXPERT, .f32 = true},
     [BT_LT_POST_FFN_NORM] = {"post_ffw_norm.weight", BT_DIM_EMBD, BT_DIM_ONE},
+    [BT_LT_Q_A] = {"attn_q_a.weight", BT_DIM_EMBD, BT_DIM_Q_LORA},
+    [BT_LT_Q_A_NORM] = {"attn_q_a_norm.weight", BT_DIM_Q_LORA, BT_DIM_ONE},
+    [BT_LT_Q_B] = {"attn_q_b.weight", BT_DIM_Q_LORA, BT_DIM_QK},
+    [BT_LT_KV_A] = {"attn_kv_a_mqa.weight", BT_DIM_EMBD, BT_DIM_KV},
+    [BT_LT_KV_A_NORM] = {"attn_kv_a_norm.weight", BT_DIM_KV_LORA, BT_DIM_ONE},
+    [BT_LT_K_B] = {"attn_k_b.weight", BT_DIM_NOPE, BT_DIM_KV_LORA, BT_DIM_NHEAD},
+    [BT_LT_V_B] = {"attn_v_b.weight", BT_DIM_KV_LORA, BT_DIM_DV, BT_DIM_NHEAD},
+    [BT_LT_GATE_SHEXP] = {"ffn_gate_shexp.weight", BT_DIM_EMBD, BT_DIM_FF_SHEXP},
+    [BT_LT_UP_SHEXP] = {"ffn_up_shexp.weight", BT_DIM_EMBD, BT_DIM_FF_SHEXP},
+    [BT_LT_DOWN_SHEXP] = {"ffn_down_shexp.weight", BT_DIM_FF_SHEXP, BT_DIM_EMBD},
+    [BT_LT_EXP_PROBS_B] = {"exp_probs_b.bias", BT_DIM_EXPERT, BT_DIM_ONE},
 };
 
 int64_t bt_dim_size(bt_dim_t d, const bt_dims_t *s)
@@ -44,6 +55,13 @@ int64_t bt_dim_size(bt_dim_t d, const bt_dims_t *s)
     case BT_DIM_NHEAD: return s->n_head;
     case BT_DIM_EXPERT: return s->n_expert;
     case BT_DIM_FF_EXP: return s->n_ff_exp;
+    case BT_DIM_O: return (int64_t)s->n_head * s->d_v;
+    case BT_DIM_QK: return (int64_t)s->n_head * s->d_qk;
+    case BT_DIM_Q_LORA: return s->q_lora;
+    case BT_DIM_KV_LORA: return s->kv_lora;
+    case BT_DIM_NOPE: return s->d_qk - s->n_rot;
+    case BT_DIM_DV: return s->d_v;
+    case BT_DIM_FF_SHEXP: return s->n_ff_shexp;
     case BT_DIM_ONE: break;
     }
     return 1;
@@ -84,6 +102,20 @@ static const bt_arch_t archs[] = {
             BT_LT_BIT(BT_LT_UP_EXPS_BIAS) | BT_LT_BIT(BT_LT_DOWN_EXPS_BIAS),
      .rope = BT_ROPE_NEOX, .act = BT_ACT_SWIGLU_OAI, .swa = true, .swa_pattern = 2,
      .yarn = true, .ffn_norm = "post_attention_norm.weight"},
+    /* deepseek2 (DeepSeek-V2, V2-Lite, V3, R1, Kimi K2): Multi-head Latent Attention, the
+     * first leading_dense_block_count layers dense, the others routed experts plus
+     * shared ones; NORM rope on the rope part; YaRN. A file without q_lora_rank (V2-Lite)
+     * has attn_q instead of the low-rank pair (model.c) */
+    {.name = "deepseek2",
+     .layer = BT_LT_BIT(BT_LT_ATTN_NORM) | BT_LT_BIT(BT_LT_Q_A) | BT_LT_BIT(BT_LT_Q_A_NORM) |
+              BT_LT_BIT(BT_LT_Q_B) | BT_LT_BIT(BT_LT_KV_A) | BT_LT_BIT(BT_LT_KV_A_NORM) |
+              BT_LT_BIT(BT_LT_K_B) | BT_LT_BIT(BT_LT_V_B) | BT_LT_BIT(BT_LT_O) |
+              BT_LT_BIT(BT_LT_FFN_NORM),
+     .dense = DENSE,
+     .moe = EXPERTS | BT_LT_BIT(BT_LT_GATE_SHEXP) | BT_LT_BIT(BT_LT_UP_SHEXP) |
+            BT_LT_BIT(BT_LT_DOWN_SHEXP),
+     .moe_optional = BT_LT_BIT(BT_LT_EXP_PROBS_B), .mla = true, .rope = BT_ROPE_NORM,
+     .act = BT_ACT_SILU, .yarn = true},
 };
 
 const bt_arch_t *bt_arch_find(const char *name, size_t len)
@@ -94,14 +126,14 @@ const bt_arch_t *bt_arch_find(const char *name, size_t len)
     return NULL;
 }
 
-const char *bt_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss"; }
+const char *bt_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, deepseek2"; }
 
 const char *bt_arch_suffix(const bt_arch_t *a, int kind)
 {
     return kind == BT_LT_FFN_NORM && a->ffn_norm != NULL ? a->ffn_norm : bt_lt_info[kind].suffix;
 }
 
-uint32_t bt_arch_layer_bits(const bt_arch_t *a, bool experts)
+bt_lt_set_t bt_arch_layer_bits(const bt_arch_t *a, bool experts)
 {
     return a->layer | (experts ? a->moe : a->dense);
 }

@@ -49,10 +49,29 @@ typedef enum bt_lt {
     BT_LT_UP_EXPS_BIAS,
     BT_LT_DOWN_EXPS_BIAS, /* [n_embd] per expert */
     BT_LT_POST_FFN_NORM,  /* RMS norm of the FFN output before the residual add */
+    /* Multi-head Latent Attention (deepseek2): the query through a low-rank
+     * pair with a norm between (or BT_LT_Q where q_lora_rank is 0), the
+     * compressed latent and the shared rope key, each head's up-projections */
+    BT_LT_Q_A,            /* [n_embd -> q_lora] */
+    BT_LT_Q_A_NORM,       /* [q_lora] */
+    BT_LT_Q_B,            /* [q_lora -> n_head * d_qk] */
+    BT_LT_KV_A,           /* attn_kv_a_mqa [n_embd -> kv_lora + n_rot] */
+    BT_LT_KV_A_NORM,      /* [kv_lora] */
+    BT_LT_K_B,            /* n_head matrices [nope -> kv_lora] (a head's key up-projection,
+                           * transposed: what the query is multiplied by) */
+    BT_LT_V_B,            /* n_head matrices [kv_lora -> d_v] */
+    /* shared experts (deepseek2): a dense FFN every token of an expert layer runs */
+    BT_LT_GATE_SHEXP,     /* [n_embd -> n_ff_shexp] */
+    BT_LT_UP_SHEXP,
+    BT_LT_DOWN_SHEXP,     /* [n_ff_shexp -> n_embd] */
+    BT_LT_EXP_PROBS_B,    /* [n_expert]: added to the scores to choose experts, never to weigh */
     BT_LT_COUNT
 } bt_lt_t;
 
-#define BT_LT_BIT(t) (1u << (t))
+#define BT_LT_BIT(t) (UINT64_C(1) << (t))
+
+/* A set of per-layer kinds. */
+typedef uint64_t bt_lt_set_t;
 
 /* A dimension of a tensor, in hyperparameters. */
 typedef enum bt_dim {
@@ -65,6 +84,13 @@ typedef enum bt_dim {
     BT_DIM_NHEAD, /* n_head */
     BT_DIM_EXPERT, /* n_expert */
     BT_DIM_FF_EXP, /* n_ff_exp: the hidden size of one expert */
+    BT_DIM_O,      /* n_head * d_v: the heads' outputs (n_head * head_dim but for MLA) */
+    BT_DIM_QK,     /* n_head * d_qk: the query projection (MLA: nope + rope a head) */
+    BT_DIM_Q_LORA, /* q_lora_rank */
+    BT_DIM_KV_LORA, /* kv_lora_rank */
+    BT_DIM_NOPE,   /* the un-rotated part of an MLA key: d_qk - n_rot */
+    BT_DIM_DV,     /* d_v: an MLA head's value size */
+    BT_DIM_FF_SHEXP, /* the shared experts' hidden size */
 } bt_dim_t;
 
 typedef struct bt_lt_info {
@@ -81,6 +107,8 @@ static inline bool bt_lt_f32(const bt_lt_info_t *li) { return li->f32 || li->ne1
 /* The sizes the dimensions stand for. */
 typedef struct bt_dims {
     int n_embd, n_head, n_head_kv, head_dim, n_ff, n_expert, n_ff_exp;
+    int d_qk, d_v;         /* a head's query/key and value sizes (head_dim but for MLA) */
+    int q_lora, kv_lora, n_rot, n_ff_shexp; /* MLA and shared experts (0: none) */
 } bt_dims_t;
 
 /* The size of dimension d. */
@@ -104,10 +132,16 @@ typedef enum bt_act {
 
 typedef struct bt_arch {
     const char *name;        /* general.architecture; also the prefix of its keys */
-    uint32_t layer;          /* BT_LT_BIT set every layer must have, FFN matrices aside */
-    uint32_t layer_optional; /* the bits a layer may have */
-    uint32_t dense;          /* the FFN's bits in a file without experts (0: experts needed) */
-    uint32_t moe;            /* the FFN's bits in a file with experts (0: none allowed) */
+    bt_lt_set_t layer;          /* BT_LT_BIT set every layer must have, FFN matrices aside */
+    bt_lt_set_t layer_optional; /* the bits a layer may have */
+    bt_lt_set_t dense;       /* the FFN's bits in a file without experts, and in the leading
+                              * dense layers of one with (0: experts needed) */
+    bt_lt_set_t moe;         /* the FFN's bits in a file with experts (0: none allowed) */
+    bt_lt_set_t moe_optional; /* the bits an expert layer may have */
+    bool mla;                /* Multi-head Latent Attention, shared experts, grouped and
+                              * biased routing, leading dense layers (deepseek2): the
+                              * attention tensors are the BT_LT_Q_A.. kinds, read with the
+                              * keys of model.c's read_mla */
     bt_rope_pairing_t rope;
     bt_act_t act;
     bool rope_freqs;         /* may carry rope_freqs.weight: one factor per rotated pair,
@@ -132,8 +166,8 @@ const bt_arch_t *bt_arch_find(const char *name, size_t len);
 /* The supported architectures' names, comma-separated. */
 const char *bt_arch_names(void);
 
-/* The bits every layer of a has in a file with experts or without (the
- * optional ones are a->layer_optional). */
-uint32_t bt_arch_layer_bits(const bt_arch_t *a, bool experts);
+/* The bits a layer of a must have with experts or without (the optional
+ * ones are a->layer_optional, and a->moe_optional with experts). */
+bt_lt_set_t bt_arch_layer_bits(const bt_arch_t *a, bool experts);
 
 #endif /* BT_ARCH_H */

@@ -12,8 +12,22 @@
  * expert's for each of a row's k choices. */
 static size_t ff_width(const bt_hparams_t *hp)
 {
-    const size_t moe = (size_t)hp->n_expert_used * (size_t)hp->n_ff_exp;
-    return (size_t)hp->n_ff > moe ? (size_t)hp->n_ff : moe;
+    size_t w = (size_t)hp->n_expert_used * (size_t)hp->n_ff_exp;
+    w = (size_t)hp->n_ff > w ? (size_t)hp->n_ff : w;
+    return (size_t)hp->n_ff_shexp > w ? (size_t)hp->n_ff_shexp : w;
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Floats per row of the MLA buffers (0 without MLA): mla_q, mla_qa,
+ * mla_in, mla_out, mla_att. */
+static size_t mla_floats(const bt_hparams_t *hp)
+{
+    if (!hp->arch->mla)
+        return 0;
+    const size_t h = (size_t)hp->n_head, nope = (size_t)(hp->d_qk - hp->n_rot);
+    return h * (size_t)hp->d_qk + (size_t)hp->q_lora + h * max_sz(nope, (size_t)hp->kv_lora) +
+           h * max_sz((size_t)hp->kv_lora, (size_t)hp->d_v) + h * (size_t)hp->d_v;
 }
 
 /* Floats per row of the mixture-of-experts buffers (0 for a dense FFN);
@@ -23,7 +37,7 @@ static size_t moe_floats(const bt_hparams_t *hp)
     if (hp->n_expert == 0)
         return 0;
     const size_t k = (size_t)hp->n_expert_used;
-    return (size_t)hp->n_expert + 3 * k + 2 * k * (size_t)hp->n_embd;
+    return 3 * (size_t)hp->n_expert + 3 * k + 2 * k * (size_t)hp->n_embd;
 }
 
 /* Activations, scratch and row lists: everything but the KV cache. */
@@ -34,7 +48,7 @@ static size_t buffer_bytes(const bt_hparams_t *hp, int64_t n_in, int n_ctx, int 
     size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
     const size_t part = q_dim > (size_t)hp->n_embd ? q_dim : (size_t)hp->n_embd;
     size_t act = (size_t)max_tok * (2 * (size_t)hp->n_embd + 2 * q_dim + 2 * kv_dim +
-                                    2 * ff_width(hp) + moe_floats(hp) + part);
+                                    2 * ff_width(hp) + moe_floats(hp) + mla_floats(hp) + part);
     size_t scratch = (size_t)n_threads * bt_scratch_floats(n_in, n_ctx);
     size_t rows = (size_t)max_tok * (sizeof(bt_row_t) + sizeof(bt_run_t)) +
                   (size_t)n_slot * sizeof(int);
@@ -121,7 +135,7 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
     f->up = malloc(mt * ff_width(hp) * sizeof(float));
     if (hp->n_expert > 0) {
         const size_t k = (size_t)hp->n_expert_used;
-        f->route = malloc(mt * (size_t)hp->n_expert * sizeof(float));
+        f->route = malloc((mt + 2) * (size_t)hp->n_expert * sizeof(float));
         f->sel = malloc(mt * k * sizeof(int));
         f->sel_w = malloc(mt * k * sizeof(float));
         f->gather = malloc(mt * k * sizeof(int));
@@ -129,14 +143,25 @@ bt_status_t bt_forward_init(const bt_model_t *m, const bt_ops_t *ops, int n_ctx,
         f->xg = malloc(mt * k * hp->n_embd * sizeof(float));
         f->y_exp = malloc(mt * k * hp->n_embd * sizeof(float));
     }
-    f->jobs = malloc(sizeof *f->jobs * (2 * (size_t)hp->n_expert + 3));
+    f->jobs = malloc(sizeof *f->jobs * (2 * (size_t)hp->n_expert + 3 + (size_t)hp->n_head));
+    bool mla_ok = true;
+    if (hp->arch->mla) {
+        const size_t h = (size_t)hp->n_head, nope = (size_t)(hp->d_qk - hp->n_rot);
+        f->mla_q = malloc(mt * h * (size_t)hp->d_qk * sizeof(float));
+        f->mla_qa = malloc(mt * max_sz((size_t)hp->q_lora, 1) * sizeof(float));
+        f->mla_in = malloc(mt * h * max_sz(nope, (size_t)hp->kv_lora) * sizeof(float));
+        f->mla_out = malloc(mt * h * max_sz((size_t)hp->kv_lora, (size_t)hp->d_v) * sizeof(float));
+        f->mla_att = malloc(mt * h * (size_t)hp->d_v * sizeof(float));
+        mla_ok = f->mla_q && f->mla_qa && f->mla_in && f->mla_out && f->mla_att;
+    }
     const bool moe_ok = hp->n_expert == 0 || (f->route && f->sel && f->sel_w && f->gather &&
                                               f->exp_rows && f->xg && f->y_exp);
     f->rows = malloc(mt * sizeof *f->rows);
     f->runs = malloc(mt * sizeof *f->runs);
     f->slot_next = malloc((size_t)n_slot * sizeof *f->slot_next);
     if (!f->scratch.buf || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->o || !f->gate ||
-        !f->up || !f->jobs || !f->rows || !f->runs || !f->slot_next || !moe_ok || !tp_ok) {
+        !f->up || !f->jobs || !f->rows || !f->runs || !f->slot_next || !moe_ok || !tp_ok ||
+        !mla_ok) {
         bt_log_error("forward: cannot allocate %zu bytes of activations for %d tokens", bytes,
                      max_tok);
         st = BT_ERR_NOMEM;
@@ -157,6 +182,11 @@ void bt_forward_free(bt_forward_t *f)
 {
     if (f == NULL)
         return;
+    free(f->mla_att);
+    free(f->mla_out);
+    free(f->mla_in);
+    free(f->mla_qa);
+    free(f->mla_q);
     free(f->piece);
     free(f->exp_at);
     free(f->part);
@@ -308,8 +338,10 @@ static void attention(bt_forward_t *f, int il, float *out)
 }
 
 /* Rotary embedding of q and k, run by run (each at its own positions),
- * with the layer's base and scaling and the model's pairing and factors. */
-static void rope(bt_forward_t *f, const bt_layer_t *l)
+ * with the layer's base and scaling and the model's pairing and factors:
+ * the n_rot dims from dim `from` of each head (MLA: the rope part after
+ * the latent's). */
+static void rope_at(bt_forward_t *f, const bt_layer_t *l, int from)
 {
     const bt_hparams_t *hp = &f->m->hp;
     const size_t q_dim = (size_t)f->n_head_l * hp->head_dim, kv_dim = (size_t)f->kv.kv_dim;
@@ -318,9 +350,17 @@ static void rope(bt_forward_t *f, const bt_layer_t *l)
                          hp->yarn,       hp->yarn_low,  hp->yarn_high, hp->yarn_mscale};
     for (int i = 0; i < f->n_runs; i++) {
         const bt_run_t *run = &f->runs[i];
-        bt_rope_f32(f->q + run->first * q_dim, run->n, run->pos0, f->n_head_l, hp->head_dim, &r);
-        bt_rope_f32(f->k + run->first * kv_dim, run->n, run->pos0, f->n_kv_l, hp->head_dim, &r);
+        bt_rope_f32(f->q + run->first * q_dim + from, run->n, run->pos0, f->n_head_l,
+                    hp->head_dim, &r);
+        bt_rope_f32(f->k + run->first * kv_dim + from, run->n, run->pos0, f->n_kv_l,
+                    hp->head_dim, &r);
     }
+}
+
+/* rope_at on the whole heads of every family but MLA. */
+static void rope(bt_forward_t *f, const bt_layer_t *l)
+{
+    rope_at(f, l, 0);
 }
 
 /* x = W xn (+ bias) for n_tok rows. */
@@ -357,15 +397,21 @@ static void activate(const bt_forward_t *f, float *gate, const float *up, int64_
     }
 }
 
+/* f->gate = act(gate(xn)) * up(xn) for n_tok rows, gate and up in one
+ * call (f->up holds up(xn)). */
+static void gate_up(bt_forward_t *f, const bt_matrix_t *gate, const bt_matrix_t *up, int n_tok)
+{
+    const bt_matmul_job_t gu[2] = {job(f->gate, gate, f->xn, n_tok), job(f->up, up, f->xn, n_tok)};
+    bt_matmul_many(f->ops, gu, 2, &f->scratch);
+    activate(f, f->gate, f->up, (int64_t)n_tok * gate->n_out);
+}
+
 /* The dense FFN on f->xn into f->o: down(act(gate(xn)) * up(xn)), gate
  * and up in one call. Tensor ranks: each its hidden units, gathered whole
  * for down; each its output features of down, gathered. */
 static bt_status_t ffn(bt_forward_t *f, const bt_layer_t *l, int n_tok)
 {
-    const bt_matmul_job_t gu[2] = {job(f->gate, &l->w_gate, f->xn, n_tok),
-                                   job(f->up, &l->w_up, f->xn, n_tok)};
-    bt_matmul_many(f->ops, gu, 2, &f->scratch);
-    activate(f, f->gate, f->up, (int64_t)n_tok * l->w_gate.n_out);
+    gate_up(f, &l->w_gate, &l->w_up, n_tok);
     const bt_share_t *sh = &f->m->share;
     float *hidden = split(f) ? f->up : f->gate; /* [n_tok, n_ff] */
     bt_status_t st = gather_cols(f, hidden, f->gate, n_tok, sh->ff, 1);
@@ -402,8 +448,15 @@ static bt_status_t experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
     const int64_t n_ff = hp->n_ff_exp;
     const size_t e_sz = (size_t)n_embd;
     project(f, f->route, &l->router, l->router_bias, f->xn, n_tok);
+    bt_route_t how = hp->route;
+    how.bias = l->exp_probs_b;
     for (int t = 0; t < n_tok; t++)
-        bt_topk_softmax(f->route + (size_t)t * n_exp, n_exp, k, f->sel + t * k, f->sel_w + t * k);
+        if (hp->arch->mla)
+            bt_route(f->route + (size_t)t * n_exp, n_exp, k, &how, f->sel + t * k,
+                     f->sel_w + t * k, f->route + (size_t)f->max_tok * n_exp);
+        else
+            bt_topk_softmax(f->route + (size_t)t * n_exp, n_exp, k, f->sel + t * k,
+                            f->sel_w + t * k);
     int n = 0; /* expert by expert, the (row, rank) pairs that chose it, in row order */
     for (int e = 0; e < n_exp; e++) {
         f->exp_rows[e] = n;
@@ -465,23 +518,92 @@ static bt_status_t experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
         for (int i = 0; i < k; i++)
             bt_axpy_f32(f->o + (size_t)t * e_sz, f->sel_w[t * k + i],
                         f->y_exp + (size_t)f->gather[t * k + i] * e_sz, n_embd);
+    if (l->gate_shexp.data != NULL) { /* shared experts, added after the routed ones */
+        gate_up(f, &l->gate_shexp, &l->up_shexp, n_tok);
+        f->ops->matmul(f->xg, &l->down_shexp, f->gate, n_tok, &f->scratch);
+        bt_add_f32(f->o, f->xg, (int64_t)n_tok * n_embd);
+    }
     return BT_OK;
 }
 
-/* One block on x [n_tok, n_embd] in place, as the layer's tensors and the
- * architecture say (arch.h). Tensor ranks: each its heads (their part of
- * q, k, v, the cache and attention) and its output features of
- * attn_output, with the heads' outputs and the features gathered; the
- * norms and residuals run whole on every rank. */
-static bt_status_t layer(bt_forward_t *f, int il, float *x, int n_tok)
+/* The rows of head h in a head-by-head buffer of n_tok rows of width w. */
+static float *head_rows(float *buf, int h, int n_tok, int w)
+{
+    return buf + (size_t)h * (size_t)n_tok * (size_t)w;
+}
+
+/* Multi-head Latent Attention on f->xn into f->o, in the latent space for
+ * prefill and decode alike (so both give the same bits): each head's
+ * query times its key up-projection (k_b) meets the cached latent rows
+ * [normed latent | roped shared key] as one kv head of kv_lora + n_rot;
+ * the weighted sum of the same rows' latents goes through the head's
+ * value up-projection (v_b), then attn_output. The cache holds the
+ * latent row, not the heads' keys and values (docs/design.md). */
+static void mla_attention(bt_forward_t *f, const bt_layer_t *l, int il, int n_tok)
+{
+    const bt_hparams_t *hp = &f->m->hp;
+    const int nh = hp->n_head, dqk = hp->d_qk, rot = hp->n_rot, nope = dqk - rot;
+    const int kvl = hp->kv_lora, hd = hp->head_dim, dv = hp->d_v;
+    const size_t fl = sizeof(float);
+    if (l->q_a.data != NULL) { /* the low-rank query pair, and the latent row */
+        const bt_matmul_job_t a[2] = {job(f->mla_qa, &l->q_a, f->xn, n_tok),
+                                      job(f->k, &l->kv_a, f->xn, n_tok)};
+        bt_matmul_many(f->ops, a, 2, &f->scratch);
+        bt_rmsnorm_f32(f->mla_qa, f->mla_qa, l->q_a_norm, n_tok, hp->q_lora, hp->rms_eps);
+        f->ops->matmul(f->mla_q, &l->q_b, f->mla_qa, n_tok, &f->scratch);
+    } else {
+        const bt_matmul_job_t a[2] = {job(f->mla_q, &l->wq, f->xn, n_tok),
+                                      job(f->k, &l->kv_a, f->xn, n_tok)};
+        bt_matmul_many(f->ops, a, 2, &f->scratch);
+    }
+    for (int t = 0; t < n_tok; t++) /* the latent normed, the shared rope key not */
+        bt_rmsnorm_f32(f->k + (size_t)t * hd, f->k + (size_t)t * hd, l->kv_a_norm, 1, kvl,
+                       hp->rms_eps);
+    /* each head's un-rotated query through its k_b: the query's latent part */
+    for (int h = 0; h < nh; h++)
+        for (int t = 0; t < n_tok; t++)
+            memcpy(head_rows(f->mla_in, h, n_tok, nope) + (size_t)t * nope,
+                   f->mla_q + ((size_t)t * nh + h) * dqk, (size_t)nope * fl);
+    for (int h = 0; h < nh; h++) {
+        const bt_matrix_t kb = bt_expert(&l->k_b, h);
+        f->jobs[h] = job(head_rows(f->mla_out, h, n_tok, kvl), &kb,
+                         head_rows(f->mla_in, h, n_tok, nope), n_tok);
+    }
+    bt_matmul_many(f->ops, f->jobs, nh, &f->scratch);
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < nh; h++) {
+            float *q = f->q + ((size_t)t * nh + h) * hd;
+            memcpy(q, head_rows(f->mla_out, h, n_tok, kvl) + (size_t)t * kvl, (size_t)kvl * fl);
+            memcpy(q + kvl, f->mla_q + ((size_t)t * nh + h) * dqk + nope, (size_t)rot * fl);
+        }
+    rope_at(f, l, kvl);
+    memcpy(f->v, f->k, (size_t)n_tok * hd * fl); /* the values are the same latent rows */
+    attention(f, il, f->att);
+    /* each head's weighted latent through its v_b */
+    for (int h = 0; h < nh; h++)
+        for (int t = 0; t < n_tok; t++)
+            memcpy(head_rows(f->mla_in, h, n_tok, kvl) + (size_t)t * kvl,
+                   f->att + ((size_t)t * nh + h) * hd, (size_t)kvl * fl);
+    for (int h = 0; h < nh; h++) {
+        const bt_matrix_t vb = bt_expert(&l->v_b, h);
+        f->jobs[h] = job(head_rows(f->mla_out, h, n_tok, dv), &vb,
+                         head_rows(f->mla_in, h, n_tok, kvl), n_tok);
+    }
+    bt_matmul_many(f->ops, f->jobs, nh, &f->scratch);
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < nh; h++)
+            memcpy(f->mla_att + ((size_t)t * nh + h) * dv,
+                   head_rows(f->mla_out, h, n_tok, dv) + (size_t)t * dv, (size_t)dv * fl);
+    project(f, f->o, &l->wo, NULL, f->mla_att, n_tok);
+}
+
+/* Attention of every family but MLA on f->xn into f->o: q, k, v (with
+ * their biases and norms), rope, the cache and attention, attn_output.
+ * Tensor ranks: each its heads and its output features, gathered. */
+static bt_status_t attention_block(bt_forward_t *f, const bt_layer_t *l, int il, int n_tok)
 {
     const bt_hparams_t *hp = &f->m->hp;
     const bt_share_t *sh = &f->m->share;
-    const bt_layer_t *l = &f->m->layers[il];
-    const int n_embd = hp->n_embd;
-
-    /* attention */
-    bt_rmsnorm_f32(f->xn, x, l->attn_norm, n_tok, n_embd, hp->rms_eps);
     const bt_matmul_job_t qkv[3] = {job(f->q, &l->wq, f->xn, n_tok), job(f->k, &l->wk, f->xn, n_tok),
                                     job(f->v, &l->wv, f->xn, n_tok)};
     bt_matmul_many(f->ops, qkv, 3, &f->scratch);
@@ -503,7 +625,26 @@ static bt_status_t layer(bt_forward_t *f, int il, float *x, int n_tok)
         return st;
     mine = split(f) ? f->part : f->o;
     project(f, mine, &l->wo, l->o_bias, f->att, n_tok);
-    if ((st = gather_cols(f, f->o, mine, n_tok, sh->embd, 1)))
+    return gather_cols(f, f->o, mine, n_tok, sh->embd, 1);
+}
+
+/* One block on x [n_tok, n_embd] in place, as the layer's tensors and the
+ * architecture say (arch.h). Tensor ranks: each its heads (their part of
+ * q, k, v, the cache and attention) and its output features of
+ * attn_output, with the heads' outputs and the features gathered; the
+ * norms and residuals run whole on every rank. */
+static bt_status_t layer(bt_forward_t *f, int il, float *x, int n_tok)
+{
+    const bt_hparams_t *hp = &f->m->hp;
+    const bt_layer_t *l = &f->m->layers[il];
+    const int n_embd = hp->n_embd;
+
+    /* attention */
+    bt_rmsnorm_f32(f->xn, x, l->attn_norm, n_tok, n_embd, hp->rms_eps);
+    bt_status_t st = BT_OK;
+    if (hp->arch->mla)
+        mla_attention(f, l, il, n_tok);
+    else if ((st = attention_block(f, l, il, n_tok)))
         return st;
     residual(f, x, f->o, l->post_attn_norm, n_tok);
 

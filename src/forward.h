@@ -76,14 +76,21 @@ typedef struct bt_forward {
     float *gate; /* [max_tok, max(n_ff, k n_ff_exp)] (experts: one row per choice) */
     float *up;   /* the same */
     /* mixture of experts (n_expert > 0), k = n_expert_used: */
-    float *route;  /* [max_tok, n_expert] router logits */
+    float *route;  /* [max_tok + 2, n_expert] router logits (2 rows of bt_route's scratch) */
     int *sel;      /* [max_tok, k] the chosen experts of each row, best first */
     float *sel_w;  /* [max_tok, k] their weights */
     int *gather;   /* [max_tok * k] where choice j (row j / k, rank j % k) is in xg */
     int *exp_rows; /* [n_expert + 1] expert e's rows of xg begin at exp_rows[e] */
     float *xg;     /* [max_tok * k, n_embd] the rows each expert takes, expert by expert */
     float *y_exp;  /* [max_tok * k, n_embd] the experts' outputs, in xg's order */
-    bt_matmul_job_t *jobs; /* [2 n_expert] products of one batch */
+    bt_matmul_job_t *jobs; /* [2 n_expert + 3 + n_head] products of one batch */
+    /* Multi-head Latent Attention (arch->mla): q, k, att above hold the absorbed
+     * form (n_head query rows and one cache row of kv_lora + n_rot a token) */
+    float *mla_q;   /* [max_tok, n_head * d_qk] the projected queries */
+    float *mla_qa;  /* [max_tok, q_lora] the low-rank query */
+    float *mla_in;  /* [n_head, max_tok, max(nope, kv_lora)] a head's rows, head by head */
+    float *mla_out; /* [n_head, max_tok, max(kv_lora, d_v)] their products */
+    float *mla_att; /* [max_tok, n_head * d_v] the heads' values, attn_output's input */
     bt_row_t *rows; /* [max_tok] bt_forward_layers' rows */
     bt_run_t *runs; /* [max_tok] the current micro-batch's runs */
     int n_runs;

@@ -75,6 +75,14 @@ static const char *const common_keys[] = {
 static const char *const swa_keys[] = {"attention.sliding_window",
                                        "attention.sliding_window_pattern", "rope.freq_base_swa"};
 static const char *const softcap_keys[] = {"final_logit_softcapping"};
+/* read_mla's (yarn_beta_fast/slow change nothing: llama.cpp's deepseek2
+ * keeps its defaults 32 and 1, which read_yarn uses) */
+static const char *const mla_keys[] = {
+    "attention.q_lora_rank", "attention.kv_lora_rank", "attention.key_length_mla",
+    "attention.value_length_mla", "leading_dense_block_count", "expert_shared_count",
+    "expert_gating_func", "expert_group_count", "expert_group_used_count",
+    "expert_weights_norm", "expert_weights_scale", "rope.scaling.yarn_log_multiplier",
+    "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow"};
 /* Top-level key groups with nothing that changes the math: descriptions,
  * the tokenizer's own (tokenizer.c), the quantizer's notes, mkmodel's. */
 static const char *const free_prefixes[] = {"general.", "tokenizer.", "quantize.", "baton."};
@@ -105,7 +113,8 @@ static bt_status_t check_keys(const bt_gguf_t *g, const bt_arch_t *a)
             const char *rest = k + alen + 1;
             const size_t rlen = len - alen - 1;
             ok = IN_LIST(common_keys, rest, rlen) || (a->swa && IN_LIST(swa_keys, rest, rlen)) ||
-                 (a->softcap && IN_LIST(softcap_keys, rest, rlen));
+                 (a->softcap && IN_LIST(softcap_keys, rest, rlen)) ||
+                 (a->mla && IN_LIST(mla_keys, rest, rlen));
         }
         if (!ok) {
             bt_log_error("model: %s: key '%.*s' is not supported for architecture '%s' (baton "
@@ -124,7 +133,7 @@ static bt_status_t read_rope_scaling(const bt_gguf_t *g, bt_hparams_t *hp)
     bt_gguf_str_t type;
     bt_status_t st = bt_gguf_get_str(g, akey(hp, "rope.scaling.type", key, sizeof key), &type);
     bool linear = st == BT_ERR_ARG; /* no type: a factor alone is linear, as in llama.cpp */
-    if (st == BT_ERR_ARG && hp->arch->yarn) {
+    if (st == BT_ERR_ARG && hp->arch->yarn && !hp->arch->mla) {
         /* without it llama.cpp computes other logits without a word */
         bt_log_error("model: %s: required key '%s' is missing (architecture '%s' has YaRN "
                      "rope)", g->path, key, hp->arch->name);
@@ -191,6 +200,108 @@ static bt_status_t get_count(const bt_gguf_t *g, const char *key, int *out)
         return BT_ERR_FORMAT;
     }
     *out = (int)v;
+    return BT_OK;
+}
+
+/* Multi-head Latent Attention and DeepSeek's experts (README-deepseek.txt
+ * in tests/data/golden has the math): the ranks, each head's query/key
+ * and value sizes, the leading dense layers, the shared experts and the
+ * routing. The cache row is the file's key_length (kv_lora + n_rot), one
+ * kv head; YaRN's attention scale (mscale squared) goes into the scores,
+ * and cos and sin stay unscaled where yarn_log_multiplier is given (as
+ * llama.cpp computes it). */
+static bt_status_t read_mla(const bt_gguf_t *g, bt_hparams_t *hp)
+{
+    char k[8][96];
+#define K(i, name) akey(hp, name, k[i], sizeof k[i])
+    int n_shared = 0, gating = 1, n_group = 1, n_group_used = 1;
+    bt_status_t st;
+    if ((st = get_count(g, K(0, "attention.q_lora_rank"), &hp->q_lora)) ||
+        (st = get_dim(g, K(1, "attention.kv_lora_rank"), -1, &hp->kv_lora)) ||
+        (st = get_dim(g, K(2, "attention.key_length_mla"), -1, &hp->d_qk)) ||
+        (st = get_dim(g, K(3, "attention.value_length_mla"), -1, &hp->d_v)))
+        return st;
+    const char *why = hp->n_head_kv != 1                        ? "head_count_kv must be 1"
+                      : hp->head_dim != hp->kv_lora + hp->n_rot ? "key_length must be "
+                                                                  "kv_lora_rank + rope"
+                      : hp->n_rot >= hp->d_qk                   ? "the rope part must be "
+                                                                  "less than key_length_mla"
+                                                                : NULL;
+    if (why != NULL) { /* the cache row: the latent and one rope key */
+        bt_log_error("model: %s: Multi-head Latent Attention: %s (head_count_kv %d, key_length "
+                     "%d, kv_lora_rank %d, rope.dimension_count %d, key_length_mla %d)",
+                     g->path, why, hp->n_head_kv, hp->head_dim, hp->kv_lora, hp->n_rot,
+                     hp->d_qk);
+        return BT_ERR_FORMAT;
+    }
+    if (hp->n_expert > 0) {
+        if ((st = get_dim(g, K(0, "leading_dense_block_count"), -1, &hp->n_dense)) ||
+            (st = get_count(g, K(1, "expert_shared_count"), &n_shared)) ||
+            (st = get_count(g, K(2, "expert_gating_func"), &gating)) ||
+            (st = get_dim(g, K(3, "expert_group_count"), 1, &n_group)) ||
+            (st = get_dim(g, K(4, "expert_group_used_count"), n_group > 1 ? -1 : 1,
+                          &n_group_used)))
+            return st;
+        if (bt_gguf_find_kv(g, k[2]) == NULL)
+            gating = 1; /* llama.cpp's default: softmax */
+        if (gating != 1 && gating != 2) {
+            bt_log_error("model: %s: %s = %d is not a gating function baton knows (1 softmax, "
+                         "2 sigmoid)", g->path, k[2], gating);
+            return BT_ERR_UNSUPPORTED;
+        }
+        if (n_shared < 1) {
+            bt_log_error("model: %s: %s = %d: deepseek2's expert layers need shared experts",
+                         g->path, k[1], n_shared);
+            return BT_ERR_UNSUPPORTED;
+        }
+        if (n_group > BT_ROUTE_GROUPS_MAX || hp->n_expert % n_group != 0 ||
+            n_group_used > n_group || hp->n_expert_used > n_group_used * (hp->n_expert / n_group)) {
+            bt_log_error("model: %s: %s = %d, %s = %d do not fit %d experts of which %d are used "
+                         "(the groups must divide the experts, at most %d groups, used ones no "
+                         "more than there are and holding at least expert_used_count experts)",
+                         g->path, k[3], n_group, k[4], n_group_used, hp->n_expert,
+                         hp->n_expert_used, BT_ROUTE_GROUPS_MAX);
+            return BT_ERR_FORMAT;
+        }
+        if (hp->n_dense > hp->n_layer || (hp->n_dense > 0 && hp->n_ff == 0)) {
+            bt_log_error("model: %s: %s = %d needs at most %d layers and the dense layers' "
+                         "feed_forward_length", g->path, k[0], hp->n_dense, hp->n_layer);
+            return BT_ERR_FORMAT;
+        }
+        hp->n_ff_shexp = n_shared * hp->n_ff_exp;
+        bool norm = false;
+        float scale = 1.0f;
+        st = bt_gguf_get_bool(g, K(5, "expert_weights_norm"), &norm);
+        if (st != BT_OK && st != BT_ERR_ARG)
+            return st;
+        st = bt_gguf_get_f32(g, K(6, "expert_weights_scale"), &scale);
+        if (st == BT_OK && !(scale >= 0.0f && scale < 1e30f)) {
+            bt_log_error("model: %s: %s = %g must be finite and not negative", g->path, k[6],
+                         scale);
+            return BT_ERR_FORMAT;
+        }
+        if (st != BT_OK && st != BT_ERR_ARG)
+            return st;
+        hp->route = (bt_route_t){.sigmoid = gating == 2, .n_group = n_group,
+                                 .n_group_used = n_group_used, .norm = norm,
+                                 .scale = scale == 0.0f ? 1.0f : scale};
+    }
+    float mscale = 1.0f;
+    if (hp->yarn) {
+        float mul;
+        st = bt_gguf_get_f32(g, K(7, "rope.scaling.yarn_log_multiplier"), &mul);
+        if (st != BT_OK && st != BT_ERR_ARG)
+            return st;
+        const float ln_s = logf(1.0f / hp->rope_freq_scale);
+        if (st == BT_OK) { /* cos, sin unscaled; the scores carry mscale^2 */
+            mscale = 1.0f + mul * ln_s;
+            hp->yarn_mscale = 1.0f;
+        } else { /* llama.cpp without the key: both */
+            mscale = hp->yarn_mscale;
+        }
+    }
+    hp->attn_scale = mscale * mscale / sqrtf((float)hp->d_qk);
+#undef K
     return BT_OK;
 }
 
@@ -289,7 +400,7 @@ static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
     int v_len;
     if ((st = get_dim(g, K(10, "attention.value_length"), hp->head_dim, &v_len)))
         return st;
-    if (v_len != hp->head_dim) {
+    if (v_len != hp->head_dim && !hp->arch->mla) { /* MLA: the latent, which it knows */
         bt_log_error("model: %s: value_length %d differs from key_length %d (not supported)",
                      g->path, v_len, hp->head_dim);
         return BT_ERR_UNSUPPORTED;
@@ -310,6 +421,7 @@ static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
         return BT_ERR_FORMAT;
     }
     hp->rope_base_swa = hp->rope_base;
+    hp->d_qk = hp->d_v = hp->head_dim;
     if ((hp->arch->swa && (st = read_swa(g, hp))) || (hp->yarn && (st = read_yarn(g, hp))))
         return st;
     if (hp->arch->softcap &&
@@ -322,6 +434,8 @@ static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     if (hp->arch->swa && hp->n_layer == 62)
         hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    if (hp->arch->mla && (st = read_mla(g, hp)))
+        return st;
     /* vocab: the embedding's row count, else <arch>.vocab_size */
     const bt_gguf_tensor_t *emb = bt_gguf_find_tensor(g, "token_embd.weight");
     char vk[96];
@@ -333,8 +447,12 @@ static bt_status_t read_hparams(const bt_gguf_t *g, bt_hparams_t *hp)
     /* A block count the file cannot hold is refused before anything is
      * sized by it (a few bytes of metadata must not make bind allocate
      * gigabytes). */
-    const unsigned per_layer =
-        (unsigned)__builtin_popcount(bt_arch_layer_bits(hp->arch, hp->n_expert > 0));
+    unsigned per_layer =
+        (unsigned)__builtin_popcountll(bt_arch_layer_bits(hp->arch, hp->n_expert > 0));
+    if (hp->n_dense > 0) { /* the leading dense layers have fewer */
+        const unsigned dense = (unsigned)__builtin_popcountll(bt_arch_layer_bits(hp->arch, false));
+        per_layer = dense < per_layer ? dense : per_layer;
+    }
     if ((uint64_t)hp->n_layer > g->n_tensors / per_layer) {
         bt_log_error("model: %s: block_count %d is impossible: %d layers need %llu tensors but "
                      "the file has %llu", g->path, hp->n_layer, hp->n_layer,
@@ -379,8 +497,33 @@ static bt_status_t layer_is_local(const bt_gguf_t *g, const bt_hparams_t *hp, in
 static int64_t dim_of(const bt_hparams_t *hp, bt_dim_t d)
 {
     const bt_dims_t s = {hp->n_embd, hp->n_head,   hp->n_head_kv, hp->head_dim,
-                         hp->n_ff,   hp->n_expert, hp->n_ff_exp};
+                         hp->n_ff,   hp->n_expert, hp->n_ff_exp, hp->d_qk,
+                         hp->d_v,    hp->q_lora,   hp->kv_lora,   hp->n_rot, hp->n_ff_shexp};
     return bt_dim_size(d, &s);
+}
+
+/* Whether layer il runs experts (deepseek2's first n_dense layers do not). */
+static bool moe_layer(const bt_hparams_t *hp, int il)
+{
+    return hp->n_expert > 0 && il >= hp->n_dense;
+}
+
+/* The kinds layer il must have: the row's, with attn_q for the low-rank
+ * query pair where an MLA file has no q_lora_rank (V2-Lite). */
+static bt_lt_set_t layer_required(const bt_hparams_t *hp, int il)
+{
+    bt_lt_set_t b = bt_arch_layer_bits(hp->arch, moe_layer(hp, il));
+    const bt_lt_set_t pair = BT_LT_BIT(BT_LT_Q_A) | BT_LT_BIT(BT_LT_Q_A_NORM) | BT_LT_BIT(BT_LT_Q_B);
+    if (hp->arch->mla && hp->q_lora == 0)
+        b = (b & ~pair) | BT_LT_BIT(BT_LT_Q);
+    return b;
+}
+
+/* The kinds layer il may have. */
+static bt_lt_set_t layer_allowed(const bt_hparams_t *hp, int il)
+{
+    return layer_required(hp, il) | hp->arch->layer_optional |
+           (moe_layer(hp, il) ? hp->arch->moe_optional : 0);
 }
 
 /* ne2: the experts of a 3-D tensor, else 1. */
@@ -430,7 +573,7 @@ static bt_status_t check_type(const bt_gguf_t *g, const bt_gguf_tensor_t *t, boo
 /* The per-layer kind of "blk.N.<suffix>": sets *il and returns the
  * bt_lt_t, or -1 when the name is not of that form or no kind has the
  * suffix. */
-static int layer_tensor_kind(const bt_arch_t *a, uint32_t allowed, const bt_gguf_str_t name,
+static int layer_tensor_kind(const bt_arch_t *a, bt_lt_set_t allowed, const bt_gguf_str_t name,
                              int *il)
 {
     char buf[128];
@@ -461,17 +604,17 @@ static int layer_tensor_kind(const bt_arch_t *a, uint32_t allowed, const bt_gguf
 static bt_status_t check_tensors(const bt_gguf_t *g, const bt_hparams_t *hp)
 {
     const bt_arch_t *a = hp->arch;
-    const uint32_t required = bt_arch_layer_bits(a, hp->n_expert > 0);
-    const uint32_t allowed = required | a->layer_optional;
-    uint32_t *have = calloc((size_t)hp->n_layer, sizeof *have);
+    /* the kinds of any layer (a suffix two kinds share picks the allowed one) */
+    const bt_lt_set_t any = layer_allowed(hp, 0) | layer_allowed(hp, hp->n_layer - 1);
+    bt_lt_set_t *have = calloc((size_t)hp->n_layer, sizeof *have);
     if (have == NULL)
         return BT_ERR_NOMEM;
     bool embd = false, onorm = false;
     bt_status_t st = BT_OK;
     for (uint64_t i = 0; i < g->n_tensors && st == BT_OK; i++) {
         const bt_gguf_tensor_t *t = &g->tensors[i];
-        int il = 0, kind = layer_tensor_kind(a, allowed, t->name, &il);
-        if (kind >= 0 && il < hp->n_layer && (allowed & BT_LT_BIT(kind))) {
+        int il = 0, kind = layer_tensor_kind(a, any, t->name, &il);
+        if (kind >= 0 && il < hp->n_layer && (layer_allowed(hp, il) & BT_LT_BIT(kind))) {
             const bt_lt_info_t *li = &bt_lt_info[kind];
             have[il] |= BT_LT_BIT(kind);
             if (!(st = check_shape3(g, t, dim_of(hp, li->ne0), dim_of(hp, li->ne1),
@@ -491,6 +634,13 @@ static bt_status_t check_tensors(const bt_gguf_t *g, const bt_hparams_t *hp)
         } else if (a->rope_freqs && bt_gguf_str_eq(t->name, "rope_freqs.weight")) {
             if (!(st = check_shape(g, t, hp->n_rot / 2, 1)))
                 st = check_type(g, t, true);
+        } else if (a->mla && t->name.len > 17 &&
+                   memcmp(t->name.ptr + t->name.len - 17, ".attn_kv_b.weight", 17) == 0) {
+            bt_log_error("model: %s: tensor '%.*s': the combined attn_kv_b layout of older "
+                         "converters is not implemented (convert the model again with a current "
+                         "llama.cpp, which writes attn_k_b and attn_v_b)", g->path,
+                         (int)(t->name.len > 96 ? 96 : t->name.len), t->name.ptr);
+            st = BT_ERR_UNSUPPORTED;
         } else {
             bt_log_error("model: %s: tensor '%.*s' is not used by architecture '%s' (baton "
                          "refuses the file rather than ignore a tensor)", g->path,
@@ -499,10 +649,10 @@ static bt_status_t check_tensors(const bt_gguf_t *g, const bt_hparams_t *hp)
         }
     }
     for (int il = 0; il < hp->n_layer && st == BT_OK; il++) {
-        const uint32_t missing = required & ~have[il];
+        const bt_lt_set_t missing = layer_required(hp, il) & ~have[il];
         if (missing != 0) {
             bt_log_error("model: %s: tensor 'blk.%d.%s' is missing (architecture '%s')", g->path,
-                         il, bt_arch_suffix(a, __builtin_ctz(missing)), a->name);
+                         il, bt_arch_suffix(a, __builtin_ctzll(missing)), a->name);
             st = BT_ERR_FORMAT;
         }
     }
@@ -585,6 +735,12 @@ bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bt_share_t
                          dims[i].what);
             return BT_ERR_ARG;
         }
+    if (size > 1 && hp->arch->mla) {
+        bt_log_error("tensor parallelism: %d tensor ranks per stage, but tensor parallelism of "
+                     "Multi-head Latent Attention (architecture '%s') is not implemented; split "
+                     "it by layers (-sm layer)", size, hp->arch->name);
+        return BT_ERR_UNSUPPORTED;
+    }
     bt_share_t s = {.rank = rank, .size = size};
     if (size <= hp->n_head_kv) { /* whole kv groups */
         const int group = hp->n_head / hp->n_head_kv;
@@ -668,6 +824,13 @@ static int local_experts(const bt_model_t *m)
     return m->share.expert[m->share.rank + 1] - m->share.expert[m->share.rank];
 }
 
+/* The matrices a bound tensor of this shape holds: the rank's experts, or
+ * every head (MLA's k_b and v_b), else 1. */
+static int matrices_of(const bt_model_t *m, const bt_lt_info_t *li)
+{
+    return li->ne2 == BT_DIM_EXPERT ? local_experts(m) : li->ne2 == BT_DIM_NHEAD ? m->hp.n_head : 1;
+}
+
 /* Values of a bound f32 tensor of kind as this rank holds it. */
 static int64_t vector_len(const bt_model_t *m, int kind)
 {
@@ -723,13 +886,23 @@ static const size_t lt_field[BT_LT_COUNT] = {
     [BT_LT_UP_EXPS] = offsetof(bt_layer_t, up_exps),
     [BT_LT_DOWN_EXPS] = offsetof(bt_layer_t, down_exps),
     [BT_LT_POST_FFN_NORM] = offsetof(bt_layer_t, post_ffn_norm),
+    [BT_LT_Q_A] = offsetof(bt_layer_t, q_a),
+    [BT_LT_Q_A_NORM] = offsetof(bt_layer_t, q_a_norm),
+    [BT_LT_Q_B] = offsetof(bt_layer_t, q_b),
+    [BT_LT_KV_A] = offsetof(bt_layer_t, kv_a),
+    [BT_LT_KV_A_NORM] = offsetof(bt_layer_t, kv_a_norm),
+    [BT_LT_K_B] = offsetof(bt_layer_t, k_b),
+    [BT_LT_V_B] = offsetof(bt_layer_t, v_b),
+    [BT_LT_GATE_SHEXP] = offsetof(bt_layer_t, gate_shexp),
+    [BT_LT_UP_SHEXP] = offsetof(bt_layer_t, up_shexp),
+    [BT_LT_DOWN_SHEXP] = offsetof(bt_layer_t, down_shexp),
+    [BT_LT_EXP_PROBS_B] = offsetof(bt_layer_t, exp_probs_b),
 };
 
 static bt_status_t bind_layer(bt_model_t *m, int il, bt_layer_t *l)
 {
     const bt_hparams_t *hp = &m->hp;
-    const uint32_t bits =
-        bt_arch_layer_bits(hp->arch, hp->n_expert > 0) | hp->arch->layer_optional;
+    const bt_lt_set_t bits = layer_allowed(hp, il);
     for (int kind = 0; kind < BT_LT_COUNT; kind++) {
         char name[96];
         snprintf(name, sizeof name, "blk.%d.%s", il, bt_arch_suffix(hp->arch, kind));
@@ -923,11 +1096,10 @@ static int bound_weights(bt_model_t *m, weight_ref_t *w, int cap)
             if (bt_lt_f32(li))
                 add_ref(w, cap, &n, (const void **)(void *)field,
                         sizeof(float) * (size_t)vector_len(m, kind));
-            else { /* a 3-D tensor: its experts' matrices at once */
+            else { /* a 3-D tensor: its experts' (or heads') matrices at once */
                 bt_matrix_t *x = (bt_matrix_t *)(void *)field;
                 add_ref(w, cap, &n, &x->data,
-                        x->row_bytes * (size_t)x->n_out *
-                            (size_t)(li->ne2 == BT_DIM_EXPERT ? local_experts(m) : 1));
+                        x->row_bytes * (size_t)x->n_out * (size_t)matrices_of(m, li));
             }
         }
     add_ref(w, cap, &n, (const void **)&m->out_norm, sizeof(float) * (size_t)m->hp.n_embd);
@@ -1000,27 +1172,30 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
 
 /* The bound matrices the ops multiply with (the head's, tied or not, but
  * not the embedding's rows, which are looked up): how many, and the i-th. */
-enum { LAYER_MATRICES = 11 }; /* q, k, v, o, gate, up, down, router, the three expert tensors */
+/* The kinds that are matrices, each layer's in this order. */
+static const int matrix_kinds[] = {
+    BT_LT_Q,         BT_LT_K,        BT_LT_V,          BT_LT_O,          BT_LT_GATE,
+    BT_LT_UP,        BT_LT_DOWN,     BT_LT_ROUTER,     BT_LT_GATE_EXPS,  BT_LT_UP_EXPS,
+    BT_LT_DOWN_EXPS, BT_LT_Q_A,      BT_LT_Q_B,        BT_LT_KV_A,       BT_LT_K_B,
+    BT_LT_V_B,       BT_LT_GATE_SHEXP, BT_LT_UP_SHEXP, BT_LT_DOWN_SHEXP};
+enum { LAYER_MATRICES = sizeof matrix_kinds / sizeof matrix_kinds[0] };
 
 static int n_bound_matrices(const bt_model_t *m)
 {
     return LAYER_MATRICES * (m->last - m->first) + (m->with_head ? 1 : 0);
 }
 
-/* The i-th bound matrix and how many matrices it holds (n_expert for an
- * expert tensor, each packed at bt_expert_packed_stride). */
+/* The i-th bound matrix and how many matrices it holds (the rank's
+ * experts of an expert tensor, the heads of MLA's k_b and v_b, each
+ * packed at bt_expert_packed_stride). */
 static bt_matrix_t *bound_matrix(bt_model_t *m, int i, int *n_mat)
 {
     *n_mat = 1;
     if (i == LAYER_MATRICES * (m->last - m->first))
         return &m->output;
-    bt_layer_t *l = &m->layers[i / LAYER_MATRICES];
-    bt_matrix_t *all[LAYER_MATRICES] = {&l->wq,        &l->wk,      &l->wv,        &l->wo,
-                                        &l->w_gate,    &l->w_up,    &l->w_down,    &l->router,
-                                        &l->gate_exps, &l->up_exps, &l->down_exps};
-    if (i % LAYER_MATRICES >= 8)
-        *n_mat = local_experts(m);
-    return all[i % LAYER_MATRICES];
+    const int kind = matrix_kinds[i % LAYER_MATRICES];
+    *n_mat = matrices_of(m, &bt_lt_info[kind]);
+    return (bt_matrix_t *)(void *)((char *)&m->layers[i / LAYER_MATRICES] + lt_field[kind]);
 }
 
 /* Packed bytes of bound matrix i (0: absent, or no packed layout). */
@@ -1079,14 +1254,10 @@ bt_status_t bt_model_pack(bt_model_t *m)
 /* The kinds bt_model_pack packs (bound_matrix's list). */
 static bool packed_kind(int kind)
 {
-    switch (kind) {
-    case BT_LT_Q: case BT_LT_K: case BT_LT_V: case BT_LT_O: case BT_LT_GATE: case BT_LT_UP:
-    case BT_LT_DOWN: case BT_LT_ROUTER: case BT_LT_GATE_EXPS: case BT_LT_UP_EXPS:
-    case BT_LT_DOWN_EXPS:
-        return true;
-    default:
-        return false;
-    }
+    for (int i = 0; i < LAYER_MATRICES; i++)
+        if (matrix_kinds[i] == kind)
+            return true;
+    return false;
 }
 
 /* Bytes a tensor holds while it runs: its file bytes, or its packed copy
@@ -1126,7 +1297,7 @@ void bt_model_memory_share(const bt_model_t *m, int tp, bool packed, bool read_i
 {
     const bt_gguf_t *g = m->gguf;
     const bt_arch_t *a = m->hp.arch;
-    const uint32_t allowed = bt_arch_layer_bits(a, m->hp.n_expert > 0) | a->layer_optional;
+    const bt_lt_set_t allowed = layer_allowed(&m->hp, 0) | layer_allowed(&m->hp, m->hp.n_layer - 1);
     const bool tied = bt_gguf_find_tensor(g, "output.weight") == NULL;
     bt_share_t s;
     if (bt_share_init(&m->hp, 0, tp, &s) != BT_OK) /* a layout refused elsewhere: count it whole */
@@ -1173,10 +1344,13 @@ void bt_model_free(bt_model_t *m)
 
 int64_t bt_hparams_max_n_in(const bt_hparams_t *hp)
 {
-    int64_t n = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim;
-    n = hp->n_ff > n ? hp->n_ff : n;
-    n = hp->n_ff_exp > n ? hp->n_ff_exp : n;
-    return q_dim > n ? q_dim : n;
+    const int64_t dims[] = {hp->n_embd, (int64_t)hp->n_head * hp->head_dim, hp->n_ff,
+                            hp->n_ff_exp, (int64_t)hp->n_head * hp->d_v, hp->q_lora,
+                            hp->kv_lora, hp->n_ff_shexp};
+    int64_t n = 0;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        n = dims[i] > n ? dims[i] : n;
+    return n;
 }
 
 int64_t bt_model_max_n_in(const bt_model_t *m)

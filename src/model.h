@@ -49,6 +49,16 @@ typedef struct bt_hparams {
     float attn_scale;      /* scores = scale * q.k */
     float embd_scale;      /* token embeddings times this (1, or sqrt(n_embd)) */
     float logit_softcap;   /* logits = c tanh(logits / c); 0: none */
+    /* a head's query/key size as projected and its value size as attn_output reads
+     * it: head_dim, but for MLA (d_qk = nope + n_rot, d_v) */
+    int d_qk, d_v;
+    /* Multi-head Latent Attention (arch->mla): the attention runs in the latent
+     * space, as one kv head of head_dim = kv_lora + n_rot (the cache row) */
+    int q_lora;        /* attention.q_lora_rank; 0: attn_q (V2-Lite) */
+    int kv_lora;       /* attention.kv_lora_rank */
+    int n_dense;       /* leading_dense_block_count: layers [0, n_dense) dense */
+    int n_ff_shexp;    /* the shared experts' hidden size (0: none) */
+    bt_route_t route;  /* how experts are chosen and weighed (mla; bias per layer) */
 } bt_hparams_t;
 
 /* Tensor parallelism: how the T tensor ranks of a stage split every layer
@@ -111,6 +121,17 @@ typedef struct bt_layer {
     bt_matrix_t up_exps;    /* the same */
     bt_matrix_t down_exps;  /* n_expert [n_embd, n_ff_exp] */
     const float *post_ffn_norm; /* [n_embd] */
+    /* Multi-head Latent Attention (deepseek2) */
+    bt_matrix_t q_a;        /* [q_lora, n_embd] */
+    const float *q_a_norm;  /* [q_lora] */
+    bt_matrix_t q_b;        /* [n_head * d_qk, q_lora] */
+    bt_matrix_t kv_a;       /* [kv_lora + n_rot, n_embd] */
+    const float *kv_a_norm; /* [kv_lora] */
+    bt_matrix_t k_b;        /* head 0 of n_head [kv_lora, nope] (bt_expert gives head h) */
+    bt_matrix_t v_b;        /* head 0 of n_head [d_v, kv_lora] */
+    bt_matrix_t gate_shexp, up_shexp; /* [n_ff_shexp, n_embd]: shared experts */
+    bt_matrix_t down_shexp; /* [n_embd, n_ff_shexp] */
+    const float *exp_probs_b; /* [n_expert]: the routing's choosing bias */
     int window;             /* positions a query sees (0: all): n_swa on local layers */
     float rope_base;        /* this layer's base */
     float rope_freq_scale;  /* this layer's linear scaling */

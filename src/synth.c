@@ -70,6 +70,23 @@ static const bt_synth_shape_t shapes[] = {
     {.name = "gemma3-270m", .arch = "gemma3", .n_vocab = 262144, .n_embd = 640, .n_layer = 18,
      .n_head = 4, .n_head_kv = 1, .n_ff = 2048, .n_ctx_train = 32768, .rope_base = 1e6f,
      .rms_eps = 1e-6f, .tied = true, .head_dim = 256, .n_swa = 512},
+    /* deepseek2: the golden tiny-deepseek3 file's dimensions (V3 style: q_lora, grouped
+     * sigmoid routing with the bias, renormalized and scaled weights, YaRN) */
+    {.name = "tiny", .arch = "deepseek2", .n_vocab = 256, .n_embd = 64, .n_layer = 4,
+     .n_head = 4, .n_head_kv = 1, .n_ff = 96, .n_ctx_train = 163840, .rope_base = 10000.0f,
+     .rms_eps = 1e-6f, .n_rot = 16, .n_expert = 8, .n_expert_used = 3, .n_ff_exp = 32,
+     .yarn_factor = 40.0f, .yarn_orig = 4096, .q_lora = 32, .kv_lora = 40, .d_qk = 32,
+     .d_v = 16, .n_dense = 1, .n_shared = 1, .n_group = 2, .n_group_used = 1, .sigmoid = true,
+     .weights_norm = true, .weights_scale = 2.5f, .yarn_log_mul = 0.1f},
+    /* DeepSeek-V3's layout (MLA, 1 shared and 8 of 128 routed experts in 8 groups of which
+     * 4 compete, a dense first layer) scaled to 2.6 B parameters (2.7 GB in Q8_0) */
+    {.name = "deepseek-mini", .arch = "deepseek2", .n_vocab = 129280, .n_embd = 1024,
+     .n_layer = 16, .n_head = 16, .n_head_kv = 1, .n_ff = 4096, .n_ctx_train = 163840,
+     .rope_base = 10000.0f, .rms_eps = 1e-6f, .n_rot = 32, .n_expert = 128,
+     .n_expert_used = 8, .n_ff_exp = 384, .yarn_factor = 40.0f, .yarn_orig = 4096,
+     .q_lora = 384, .kv_lora = 128, .d_qk = 96, .d_v = 64, .n_dense = 1, .n_shared = 1,
+     .n_group = 8, .n_group_used = 4, .sigmoid = true, .weights_norm = true,
+     .weights_scale = 2.5f, .yarn_log_mul = 0.1f},
     /* the models people split over nodes, at their real sizes (baton-plan's
      * scale study; a file of them needs a machine with the memory) */
     {.name = "llama3-70b", .arch = "llama", .n_vocab = 128256, .n_embd = 8192, .n_layer = 80,
@@ -86,6 +103,21 @@ static const bt_synth_shape_t shapes[] = {
      .n_head = 64, .n_head_kv = 8, .n_ff = 2880, .n_ctx_train = 131072, .rope_base = 150000.0f,
      .rms_eps = 1e-5f, .head_dim = 64, .n_swa = 128, .n_expert = 256, .n_expert_used = 4,
      .n_ff_exp = 2880, .yarn_factor = 32.0f, .yarn_orig = 4096},
+    /* DeepSeek-V2-Lite (15.7 B: no q_lora, 2 shared and 6 of 64 routed experts, softmax
+     * gating) and DeepSeek-V3 (671 B), as their config.json say */
+    {.name = "deepseek-v2-lite", .arch = "deepseek2", .n_vocab = 102400, .n_embd = 2048,
+     .n_layer = 27, .n_head = 16, .n_head_kv = 1, .n_ff = 10944, .n_ctx_train = 163840,
+     .rope_base = 10000.0f, .rms_eps = 1e-6f, .n_rot = 64, .n_expert = 64, .n_expert_used = 6,
+     .n_ff_exp = 1408, .yarn_factor = 40.0f, .yarn_orig = 4096, .kv_lora = 512, .d_qk = 192,
+     .d_v = 128, .n_dense = 1, .n_shared = 2, .n_group = 1, .n_group_used = 1,
+     .weights_scale = 1.0f, .yarn_log_mul = 0.0707f},
+    {.name = "deepseek-v3", .arch = "deepseek2", .n_vocab = 129280, .n_embd = 7168,
+     .n_layer = 61, .n_head = 128, .n_head_kv = 1, .n_ff = 18432, .n_ctx_train = 163840,
+     .rope_base = 10000.0f, .rms_eps = 1e-6f, .n_rot = 64, .n_expert = 256,
+     .n_expert_used = 8, .n_ff_exp = 2048, .yarn_factor = 40.0f, .yarn_orig = 4096,
+     .q_lora = 1536, .kv_lora = 512, .d_qk = 192, .d_v = 128, .n_dense = 3, .n_shared = 1,
+     .n_group = 8, .n_group_used = 4, .sigmoid = true, .weights_norm = true,
+     .weights_scale = 2.5f, .yarn_log_mul = 0.1f},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -93,7 +125,7 @@ const char *bt_synth_shape_names(void)
 {
     return "tiny, smollm2-135m, llama-1b, llama3-8b, qwen2-0.5b, qwen3-0.6b, qwen3-30b-a3b, "
            "qwen3moe-mini, gpt-oss-20b, gpt-oss-mini, gemma3-270m, llama3-70b, qwen3-235b-a22b, "
-           "moe-284b";
+           "moe-284b, deepseek-mini, deepseek-v2-lite, deepseek-v3";
 }
 
 bt_status_t bt_synth_shape(const char *name, bt_synth_shape_t *out)
@@ -117,6 +149,14 @@ bt_status_t bt_synth_shape_arch(const char *name, const char *arch, bt_synth_sha
     const bt_arch_t *a = bt_arch_find(arch ? arch : own->arch, strlen(arch ? arch : own->arch));
     if (a == NULL) {
         bt_log_error("unknown architecture '%s' (known: %s)", arch, bt_arch_names());
+        return BT_ERR_ARG;
+    }
+    if (row == NULL && strcmp(a->name, own->arch) == 0)
+        row = own;
+    if (row == NULL && (a->mla || bt_arch_find(own->arch, strlen(own->arch))->mla)) {
+        bt_log_error("shape '%s' has no %s form (Multi-head Latent Attention and the other "
+                     "families' attention do not convert into each other; deepseek2's shapes: "
+                     "tiny, deepseek-mini, deepseek-v2-lite, deepseek-v3)", name, a->name);
         return BT_ERR_ARG;
     }
     if (row == NULL) { /* the shape's dimensions in another family */
@@ -150,8 +190,17 @@ bt_status_t bt_synth_shape_arch(const char *name, const char *arch, bt_synth_sha
     return BT_OK;
 }
 
+/* Whether s is of a family with Multi-head Latent Attention. */
+static bool is_mla(const bt_synth_shape_t *s)
+{
+    const bt_arch_t *a = s->arch ? bt_arch_find(s->arch, strlen(s->arch)) : NULL;
+    return a != NULL && a->mla;
+}
+
 int bt_synth_head_dim(const bt_synth_shape_t *s)
 {
+    if (is_mla(s))
+        return s->kv_lora + s->n_rot;
     return s->head_dim > 0 ? s->head_dim : s->n_head > 0 ? s->n_embd / s->n_head : 0;
 }
 
@@ -187,6 +236,40 @@ typedef struct tensor_spec {
     bool rope_freqs; /* the Llama 3 factors instead of random numbers */
 } tensor_spec_t;
 
+/* bt_synth_check's rest for MLA: the ranks and head sizes, one kv head,
+ * rope in the key, the routing's groups, the dense layers, the shared
+ * experts. */
+static bt_status_t check_mla(const bt_synth_shape_t *s)
+{
+    const int lim = 1 << 20;
+    if (s->q_lora < 0 || s->q_lora > lim || s->kv_lora < 1 || s->kv_lora > lim ||
+        s->n_rot < 2 || s->n_rot % 2 != 0 || s->d_qk <= s->n_rot || s->d_qk > lim ||
+        s->d_v < 1 || s->d_v > lim || s->n_head_kv != 1) {
+        bt_log_error("mkmodel: MLA: q_lora %d, kv_lora %d, n_rot %d, d_qk %d, d_v %d, n_head_kv "
+                     "%d: the ranks must be in 0..%d (q_lora) and 1..%d, n_rot even and >= 2, "
+                     "d_qk above n_rot, d_v >= 1, one kv head", s->q_lora, s->kv_lora, s->n_rot,
+                     s->d_qk, s->d_v, s->n_head_kv, lim, lim);
+        return BT_ERR_ARG;
+    }
+    if (s->n_expert == 0)
+        return BT_OK;
+    if (s->n_expert_used < 1 || s->n_expert_used > s->n_expert || s->n_ff_exp < 1 ||
+        s->n_ff_exp > (1 << 22) || s->n_shared < 1 || s->n_shared > 64 || s->n_group < 1 ||
+        s->n_group > 64 || s->n_expert % s->n_group != 0 || s->n_group_used < 1 ||
+        s->n_group_used > s->n_group ||
+        s->n_expert_used > s->n_group_used * (s->n_expert / s->n_group) || s->n_dense < 0 ||
+        s->n_dense > s->n_layer || !(s->weights_scale >= 0.0f)) {
+        bt_log_error("mkmodel: experts: %d used of %d of n_ff %d, %d shared, %d groups of which "
+                     "%d used, %d dense layers of %d, scale %g: each token uses 1..n experts "
+                     "within its used groups, the groups divide the experts (at most 64), "
+                     "1..64 shared experts, dense layers at most all of them",
+                     s->n_expert_used, s->n_expert, s->n_ff_exp, s->n_shared, s->n_group,
+                     s->n_group_used, s->n_dense, s->n_layer, (double)s->weights_scale);
+        return BT_ERR_ARG;
+    }
+    return BT_OK;
+}
+
 bt_status_t bt_synth_check(const bt_synth_shape_t *s)
 {
     const bt_arch_t *a = s->arch ? bt_arch_find(s->arch, strlen(s->arch)) : NULL;
@@ -207,6 +290,8 @@ bt_status_t bt_synth_check(const bt_synth_shape_t *s)
                      s->head_dim, 1 << 16);
         return BT_ERR_ARG;
     }
+    if (a->mla)
+        return check_mla(s);
     if ((s->head_dim == 0 && (s->n_embd % s->n_head != 0 || (s->n_embd / s->n_head) % 2 != 0)) ||
         s->n_head % s->n_head_kv != 0) {
         bt_log_error("mkmodel: n_embd %d, n_head %d, n_head_kv %d: heads must divide n_embd "
@@ -309,9 +394,38 @@ static void add_matrix(tensor_list_t *l, const char *name, int64_t n_in, int64_t
 
 static int64_t dim_of(const bt_synth_shape_t *s, bt_dim_t d)
 {
-    const bt_dims_t dims = {s->n_embd, s->n_head,    s->n_head_kv, bt_synth_head_dim(s),
-                            s->n_ff,   s->n_expert, s->n_ff_exp};
+    const int hd = bt_synth_head_dim(s);
+    const bool mla = is_mla(s);
+    const bt_dims_t dims = {.n_embd = s->n_embd, .n_head = s->n_head, .n_head_kv = s->n_head_kv,
+                            .head_dim = hd, .n_ff = s->n_ff, .n_expert = s->n_expert,
+                            .n_ff_exp = s->n_ff_exp, .d_qk = mla ? s->d_qk : hd,
+                            .d_v = mla ? s->d_v : hd, .q_lora = s->q_lora,
+                            .kv_lora = s->kv_lora, .n_rot = s->n_rot,
+                            .n_ff_shexp = s->n_shared * s->n_ff_exp};
     return bt_dim_size(d, &dims);
+}
+
+/* The kinds of a deepseek2 layer in the order llama.cpp's converter writes them. */
+static const int mla_order[] = {
+    BT_LT_ATTN_NORM,  BT_LT_Q,          BT_LT_Q_A,      BT_LT_Q_A_NORM,   BT_LT_Q_B,
+    BT_LT_KV_A,       BT_LT_KV_A_NORM,  BT_LT_K_B,      BT_LT_V_B,        BT_LT_O,
+    BT_LT_FFN_NORM,   BT_LT_GATE,       BT_LT_UP,       BT_LT_DOWN,       BT_LT_ROUTER,
+    BT_LT_EXP_PROBS_B, BT_LT_GATE_EXPS, BT_LT_UP_EXPS,  BT_LT_DOWN_EXPS,  BT_LT_GATE_SHEXP,
+    BT_LT_UP_SHEXP,   BT_LT_DOWN_SHEXP};
+
+/* The kinds layer il of s has: the row's, dense or with experts (MLA: the
+ * leading dense layers dense; attn_q without q_lora; the bias with sigmoid
+ * gating). */
+static bt_lt_set_t synth_layer_bits(const bt_synth_shape_t *s, const bt_arch_t *a, int il)
+{
+    const bool moe = s->n_expert > 0 && (!a->mla || il >= s->n_dense);
+    bt_lt_set_t bits = bt_arch_layer_bits(a, moe);
+    if (a->mla && s->q_lora == 0)
+        bits = (bits & ~(BT_LT_BIT(BT_LT_Q_A) | BT_LT_BIT(BT_LT_Q_A_NORM) |
+                         BT_LT_BIT(BT_LT_Q_B))) | BT_LT_BIT(BT_LT_Q);
+    if (a->mla && moe && s->sigmoid)
+        bits |= BT_LT_BIT(BT_LT_EXP_PROBS_B);
+    return bits;
 }
 
 /* The tensors in file order, as the family's row asks: token_embd,
@@ -334,12 +448,13 @@ static void list_tensors(const bt_synth_shape_t *s, uint32_t type, tensor_list_t
             l->t[l->n - 1].rope_freqs = true;
     }
     char name[64];
-    const uint32_t bits = bt_arch_layer_bits(a, s->n_expert > 0);
     /* MXFP4 is an experts' format: the other matrices of such a file in Q8_0 */
     const uint32_t dense_type = type == BT_TYPE_MXFP4 ? BT_TYPE_Q8_0 : type;
+    const int n_kinds = a->mla ? (int)(sizeof mla_order / sizeof mla_order[0]) : BT_LT_COUNT;
     for (int il = 0; il < s->n_layer; il++)
-        for (int lt = 0; lt < BT_LT_COUNT; lt++) {
-            if (!(bits & BT_LT_BIT(lt)))
+        for (int i = 0; i < n_kinds; i++) {
+            const int lt = a->mla ? mla_order[i] : i;
+            if (!(synth_layer_bits(s, a, il) & BT_LT_BIT(lt)))
                 continue;
             const bt_lt_info_t *info = &bt_lt_info[lt];
             const int64_t n_in = dim_of(s, info->ne0), n_out = dim_of(s, info->ne1);
@@ -432,6 +547,39 @@ static bt_status_t set_arch_f32(bt_gguf_writer_t *w, const char *arch, const cha
     return bt_gguf_writer_set_f32(w, akey_buf(arch, key, k), v);
 }
 
+/* deepseek2's keys, as llama.cpp's converter writes them (the cache row as
+ * key_length, the latent as value_length). */
+static bt_status_t write_mla(bt_gguf_writer_t *w, const bt_synth_shape_t *s)
+{
+    const char *a = s->arch;
+    char k[96];
+    bt_status_t st;
+    if ((st = set_arch_u32(w, a, "attention.key_length", s->kv_lora + s->n_rot)) ||
+        (st = set_arch_u32(w, a, "attention.value_length", s->kv_lora)) ||
+        (st = set_arch_u32(w, a, "attention.key_length_mla", s->d_qk)) ||
+        (st = set_arch_u32(w, a, "attention.value_length_mla", s->d_v)) ||
+        (st = set_arch_u32(w, a, "attention.kv_lora_rank", s->kv_lora)) ||
+        (s->q_lora > 0 && (st = set_arch_u32(w, a, "attention.q_lora_rank", s->q_lora))))
+        return st;
+    if (s->yarn_log_mul > 0.0f &&
+        (st = set_arch_f32(w, a, "rope.scaling.yarn_log_multiplier", s->yarn_log_mul)))
+        return st;
+    if (s->n_expert == 0)
+        return BT_OK;
+    if ((st = set_arch_u32(w, a, "leading_dense_block_count", s->n_dense)) ||
+        (st = set_arch_u32(w, a, "expert_shared_count", s->n_shared)) ||
+        (st = set_arch_u32(w, a, "expert_gating_func", s->sigmoid ? 2 : 1)) ||
+        (st = bt_gguf_writer_set_bool(w, akey_buf(a, "expert_weights_norm", k), s->weights_norm)))
+        return st;
+    if (s->weights_scale > 0.0f &&
+        (st = set_arch_f32(w, a, "expert_weights_scale", s->weights_scale)))
+        return st;
+    if (s->n_group > 1 && ((st = set_arch_u32(w, a, "expert_group_count", s->n_group)) ||
+                           (st = set_arch_u32(w, a, "expert_group_used_count", s->n_group_used))))
+        return st;
+    return BT_OK;
+}
+
 /* The keys, in the order llama files have always had them; key_length,
  * value_length and sliding_window only when the shape has them, so a llama
  * file without them is the same bytes as before they existed. */
@@ -459,11 +607,14 @@ static bt_status_t write_metadata(bt_gguf_writer_t *w, const bt_synth_shape_t *s
                             (st = set_arch_u32(w, a, "expert_used_count", s->n_expert_used))))
         return st;
     /* families with a dense FFN size their experts by feed_forward_length */
-    const bool own_size = s->n_expert > 0 && bt_arch_find(a, strlen(a))->dense == 0;
+    const bool mla = is_mla(s);
+    const bool own_size = s->n_expert > 0 && (bt_arch_find(a, strlen(a))->dense == 0 || mla);
     if (own_size && (st = set_arch_u32(w, a, "expert_feed_forward_length", s->n_ff_exp)))
         return st;
     if (s->head_dim > 0 && ((st = set_arch_u32(w, a, "attention.key_length", s->head_dim)) ||
                             (st = set_arch_u32(w, a, "attention.value_length", s->head_dim))))
+        return st;
+    if (mla && (st = write_mla(w, s)))
         return st;
     if (s->n_swa > 0 && (st = set_arch_u32(w, a, "attention.sliding_window", s->n_swa)))
         return st;

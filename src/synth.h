@@ -40,6 +40,17 @@ typedef struct bt_synth_shape {
     int rope_freqs_ctx; /* > 0: a rope_freqs.weight tensor of Llama 3 factors (factor 8,
                          * low/high frequency factors 1 and 4) for this original context;
                          * families with arch.h's rope_freqs only */
+    /* deepseek2 (arch.h's mla): Multi-head Latent Attention (one kv head of kv_lora +
+     * n_rot, the cache row) and DeepSeek's experts */
+    int q_lora, kv_lora;   /* ranks; q_lora 0: attn_q instead of the pair (V2-Lite) */
+    int d_qk, d_v;         /* a head's query/key size (nope + n_rot) and value size */
+    int n_dense;           /* leading dense layers, n_ff wide */
+    int n_shared;          /* shared experts, n_ff_exp wide each */
+    int n_group, n_group_used; /* expert groups (1: none) and those a token's come from */
+    bool sigmoid;          /* sigmoid gating with the exp_probs_b bias, else softmax */
+    bool weights_norm;     /* expert_weights_norm */
+    float weights_scale;   /* expert_weights_scale (0: not written) */
+    float yarn_log_mul;    /* rope.scaling.yarn_log_multiplier (0: not written) */
 } bt_synth_shape_t;
 
 /* Copies the named shape ("tiny", "llama3-8b", "qwen3-0.6b", ...) into *out,
@@ -57,7 +68,8 @@ bt_status_t bt_synth_shape_arch(const char *name, const char *arch, bt_synth_sha
 /* Names of the shapes, comma-separated, for usage lines. */
 const char *bt_synth_shape_names(void);
 
-/* The head dim of a shape: head_dim, or n_embd / n_head when that is 0. */
+/* The head dim of a shape: head_dim, or n_embd / n_head when that is 0;
+ * MLA's: the cache row, kv_lora + n_rot. */
 int bt_synth_head_dim(const bt_synth_shape_t *s);
 
 /* Parameter count of a shape: every element of every tensor the writer

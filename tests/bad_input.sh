@@ -173,7 +173,7 @@ fails 0 "cut-data.gguf: tensor '.*' ends at byte [0-9]+ but file has" "$bb" \
     -m "$tmp/cut-data.gguf" -p 8 -n 0 -r 1
 fails 2 "cut-data.gguf: tensor '.*' ends at byte [0-9]+ but file has" "$b" \
     -m "$tmp/cut-data.gguf" --tokens 1
-fails 0 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss\)" "$b" -m "$tmp/arch.gguf" --tokens 1
+fails 0 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, deepseek2\)" "$b" -m "$tmp/arch.gguf" --tokens 1
 fails 2 "head_count 4 is not a multiple of head_count_kv 3" "$b" -m "$tmp/heads-kv.gguf" --tokens 1
 fails 0 "embedding_length 64 is not a multiple of head_count 3" "$bb" -m "$tmp/heads.gguf" \
     -p 8 -n 0 -r 1
@@ -320,7 +320,10 @@ rewrite() { # SRC: the golden files rewritten with one change each
 # Rewrites a golden file with one change each. qwen2: a required tensor
 # left out, a key baton does not implement, yarn rope scaling. qwen3moe
 # (3-D expert tensors): more experts per token than there are, a router of
-# the wrong shape, an expert tensor one expert short.
+# the wrong shape, an expert tensor one expert short. deepseek3: a latent
+# rank that disagrees with the shapes, groups that do not divide the
+# experts or more used than exist, a gating function baton does not know,
+# a shared expert left out, the combined attn_kv_b of older converters.
 import struct, sys
 src, out = sys.argv[1], sys.argv[2]
 d = open(src, 'rb').read()
@@ -352,7 +355,7 @@ for _ in range(n_tensors):
 data = (o + align - 1) // align * align
 ends = sorted(i[3] for i in infos)[1:] + [len(d) - data]
 chunk = {i[3]: d[data + i[3]:data + e] for i, e in zip(sorted(infos, key=lambda i: i[3]), ends)}
-def write(name, drop=None, kv_set=(), shape=None):
+def write(name, drop=None, kv_set=(), shape=None, rename=None):
     ks = [(k, t, v) for k, t, v in kvs if k not in [a for a, _, _ in kv_set]] + list(kv_set)
     ts = [i for i in infos if i[0] != drop]
     h = struct.pack('<IIQQ', 0x46554747, version, len(ts), len(ks))
@@ -361,6 +364,8 @@ def write(name, drop=None, kv_set=(), shape=None):
     for name_, ne, typ, old in ts:
         if shape and name_ == shape[0]:  # the same bytes (too many: never read) under a new shape
             ne = shape[1]
+        if rename and name_ == rename[0]:
+            name_ = rename[1]
         h += s(name_) + struct.pack('<I', len(ne)) + b''.join(struct.pack('<Q', n) for n in ne)
         h += struct.pack('<IQ', typ, off)
         body += chunk[old]; off += len(chunk[old])
@@ -372,6 +377,16 @@ if 'qwen2' in src:
     write('q2-key', kv_set=[(b'qwen2.attention.logit_softcapping', 6, struct.pack('<f', 30.0))])
     write('q2-yarn', kv_set=[(b'qwen2.rope.scaling.type', 8, s(b'yarn')),
                              (b'qwen2.rope.scaling.factor', 6, struct.pack('<f', 4.0))])
+elif 'deepseek3' in src:
+    u32 = lambda v: struct.pack('<I', v)
+    write('ds-same')
+    write('ds-lora', kv_set=[(b'deepseek2.attention.kv_lora_rank', 4, u32(41))])
+    write('ds-qlora', kv_set=[(b'deepseek2.attention.q_lora_rank', 4, u32(33))])
+    write('ds-groups', kv_set=[(b'deepseek2.expert_group_count', 4, u32(3))])
+    write('ds-used', kv_set=[(b'deepseek2.expert_group_used_count', 4, u32(3))])
+    write('ds-gating', kv_set=[(b'deepseek2.expert_gating_func', 4, u32(3))])
+    write('ds-shared', drop=b'blk.2.ffn_gate_shexp.weight')
+    write('ds-kvb', rename=(b'blk.0.attn_k_b.weight', b'blk.0.attn_kv_b.weight'))
 else:
     write('moe-same')
     write('moe-used', kv_set=[(b'qwen3moe.expert_used_count', 4, struct.pack('<I', 9))])
@@ -382,9 +397,11 @@ PY
 }
 rewrite "$golden_dir/tiny-qwen2-golden.gguf"
 rewrite "$golden_dir/tiny-qwen3moe-golden.gguf"
-for f in q2 moe; do
+rewrite "$golden_dir/tiny-deepseek3-golden.gguf"
+for f in q2 moe ds; do
     g=$golden_dir/tiny-qwen2-golden.gguf
     [ $f = moe ] && g=$golden_dir/tiny-qwen3moe-golden.gguf
+    [ $f = ds ] && g=$golden_dir/tiny-deepseek3-golden.gguf
     if cmp -s "$tmp/$f-same.gguf" "$g"; then
         ok "${g##*/} rewritten without a change is byte for byte the same"
     else
@@ -403,8 +420,24 @@ fails 2 "moe-router.gguf: tensor 'blk.1.ffn_gate_inp.weight' has shape \[64, 4, 
     "$bb" -m "$tmp/moe-router.gguf" -p 8 -n 0 -r 1
 fails 2 "moe-count.gguf: tensor 'blk.2.ffn_up_exps.weight' has shape \[[0-9]+, [0-9]+, 7, 1\], expected \[[0-9]+, [0-9]+, 8\]" \
     "$b" -m "$tmp/moe-count.gguf" --tokens 1,2
-fails 2 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss\)" \
+fails 2 "architecture 'gemma' is not supported \(supported: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, deepseek2\)" \
     "$b" -m "$tmp/arch.gguf" --tokens 1
+fails 2 "ds-lora.gguf: Multi-head Latent Attention: key_length must be kv_lora_rank \+ rope \(head_count_kv 1, key_length 56, kv_lora_rank 41, rope.dimension_count 16" \
+    "$b" -m "$tmp/ds-lora.gguf" --tokens 1,2
+fails 2 "ds-qlora.gguf: tensor 'blk.0.attn_q_a.weight' has shape \[64, 32, 1, 1\], expected \[64, 33\]" \
+    "$b" -m "$tmp/ds-qlora.gguf" --tokens 1,2
+fails 2 "ds-groups.gguf: deepseek2.expert_group_count = 3, deepseek2.expert_group_used_count = 1 do not fit 8 experts of which 3 are used" \
+    "$bb" -m "$tmp/ds-groups.gguf" -p 8 -n 0 -r 1
+fails 2 "ds-used.gguf: deepseek2.expert_group_count = 2, deepseek2.expert_group_used_count = 3 do not fit 8 experts" \
+    "$b" -m "$tmp/ds-used.gguf" --tokens 1,2
+fails 2 "ds-gating.gguf: deepseek2.expert_gating_func = 3 is not a gating function baton knows" \
+    "$b" -m "$tmp/ds-gating.gguf" --tokens 1,2
+fails 2 "ds-shared.gguf: tensor 'blk.2.ffn_gate_shexp.weight' is missing \(architecture 'deepseek2'\)" \
+    "$b" -m "$tmp/ds-shared.gguf" --tokens 1,2
+fails 2 "ds-kvb.gguf: tensor 'blk.0.attn_kv_b.weight': the combined attn_kv_b layout of older converters is not implemented" \
+    "$b" -m "$tmp/ds-kvb.gguf" --tokens 1,2
+fails 2 "tensor parallelism of Multi-head Latent Attention \(architecture 'deepseek2'\) is not implemented" \
+    "$b" -m "$golden_dir/tiny-deepseek3-golden.gguf" --tokens 1,2 -sm tensor
 
 # ---- ranks: more than layers, -ts, different files ----
 fails 5 "cannot split 4 layers over 5 stages" "$b" -m "$m" --tokens 1,2
@@ -513,7 +546,7 @@ usage_exit() {
     fi
     rm -f "$tmp/x.gguf"
 }
-fails 0 "^error: unknown architecture 'nope' \(known: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss\)" \
+fails 0 "^error: unknown architecture 'nope' \(known: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, deepseek2\)" \
     "$mk" --arch nope -o "$tmp/x.gguf"
 usage_exit
 fails 0 "^error: mkmodel: head dim 33 must be even" "$mk" --arch qwen3 --head-dim 33 \

@@ -107,6 +107,13 @@ static const golden_case_t golden_cases[] = {
     /* gpt-oss: sinks, biases, YaRN, alternating windows, clamped SwiGLU, MXFP4 experts */
     {"tiny-gptoss-golden", "gpt-oss", false, {228, 174, 226, 111, 106, 60, 212, 146, 38}, 1e-4,
      CPU_TOL_Q8},
+    /* deepseek2: MLA, a dense first layer, shared and routed experts; V2 style (softmax
+     * gating, all F32) and V3 style (grouped sigmoid gating with the choosing bias,
+     * renormalized and scaled weights, YaRN, Q8_0 experts) */
+    {"tiny-deepseek2-golden-f32", "deepseek2", false, {146, 95, 53, 97, 252, 213, 205, 53, 97},
+     1e-4, CPU_EXACT},
+    {"tiny-deepseek3-golden", "deepseek2", false, {72, 252, 155, 54, 71, 93, 190, 66, 203}, 1e-4,
+     CPU_TOL_Q8},
 };
 #define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
 
@@ -118,7 +125,7 @@ static void golden_check(const golden_case_t *g, const bt_ops_t *ops, int ubatch
     ck_assert_int_eq(bt_model_load(tu_golden_path(path), 0, -1, true, true, &m), BT_OK);
     /* the cpu set of a build without the 8-bit path (sse2) keeps f32
      * activations: the exact math's reference, then */
-    const bt_matrix_t *q8w = &m->layers[0].gate_exps;
+    const bt_matrix_t *q8w = &m->layers[m->hp.n_dense].gate_exps; /* the first expert layer */
     const bool cpu_q8 = ops == &bt_ops_cpu && q8w->data != NULL &&
                         !bt_ops_cpu_is_exact(q8w->type, q8w->n_in);
     const bool f64 = g->cpu_tol < 0 || (g->cpu_tol > 0 && !cpu_q8);

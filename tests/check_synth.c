@@ -71,6 +71,8 @@ static void check_tensor(const bt_gguf_t *g, const char *name, uint64_t ne0, uin
     check_tensor3(g, name, ne0, ne1, 1);
 }
 
+static bool mla(const bt_synth_shape_t *s) { return strcmp(s->arch, "deepseek2") == 0; }
+
 /* The sizes written independently of arch.c's bt_dim_size. */
 static uint64_t dim(const bt_synth_shape_t *s, bt_dim_t d)
 {
@@ -84,9 +86,32 @@ static uint64_t dim(const bt_synth_shape_t *s, bt_dim_t d)
     case BT_DIM_NHEAD: return (uint64_t)s->n_head;
     case BT_DIM_EXPERT: return (uint64_t)s->n_expert;
     case BT_DIM_FF_EXP: return (uint64_t)s->n_ff_exp;
+    /* MLA (deepseek2): a head's query/key and value sizes are its own */
+    case BT_DIM_O: return (uint64_t)s->n_head * (mla(s) ? (uint64_t)s->d_v : hd);
+    case BT_DIM_QK: return (uint64_t)s->n_head * (mla(s) ? (uint64_t)s->d_qk : hd);
+    case BT_DIM_Q_LORA: return (uint64_t)s->q_lora;
+    case BT_DIM_KV_LORA: return (uint64_t)s->kv_lora;
+    case BT_DIM_NOPE: return (uint64_t)(s->d_qk - s->n_rot);
+    case BT_DIM_DV: return (uint64_t)s->d_v;
+    case BT_DIM_FF_SHEXP: return (uint64_t)s->n_shared * (uint64_t)s->n_ff_exp;
     case BT_DIM_ONE: break;
     }
     return 1;
+}
+
+/* The kinds layer il of a file of shape s holds (README-deepseek.txt for
+ * deepseek2: its first n_dense layers dense, attn_q where there is no
+ * q_lora, the choosing bias with sigmoid gating). */
+static bt_lt_set_t layer_kinds(const bt_synth_shape_t *s, const bt_arch_t *a, int il)
+{
+    if (!a->mla)
+        return bt_arch_layer_bits(a, s->n_expert > 0);
+    const bool moe = s->n_expert > 0 && il >= s->n_dense;
+    bt_lt_set_t b = bt_arch_layer_bits(a, moe);
+    if (s->q_lora == 0)
+        b = (b & ~(BT_LT_BIT(BT_LT_Q_A) | BT_LT_BIT(BT_LT_Q_A_NORM) | BT_LT_BIT(BT_LT_Q_B))) |
+            BT_LT_BIT(BT_LT_Q);
+    return moe && s->sigmoid ? b | BT_LT_BIT(BT_LT_EXP_PROBS_B) : b;
 }
 
 /* The file of shape s against its family's row: keys, every required
@@ -116,7 +141,15 @@ static void check_family_file(const bt_gguf_t *g, const bt_synth_shape_t *s)
     snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", s->arch);
     ck_assert_int_eq(bt_gguf_get_f32(g, k, &f), BT_OK);
     ck_assert_float_eq(f, s->rms_eps);
-    if (s->head_dim > 0) {
+    if (mla(s)) { /* the cache row and the latent (README-deepseek.txt) */
+        ck_assert_uint_eq(key_u32(g, s->arch, "attention.key_length"),
+                          (uint32_t)(s->kv_lora + s->n_rot));
+        ck_assert_uint_eq(key_u32(g, s->arch, "attention.value_length"), (uint32_t)s->kv_lora);
+        ck_assert_uint_eq(key_u32(g, s->arch, "attention.key_length_mla"), (uint32_t)s->d_qk);
+        ck_assert_uint_eq(key_u32(g, s->arch, "attention.value_length_mla"), (uint32_t)s->d_v);
+        ck_assert_uint_eq(key_u32(g, s->arch, "attention.kv_lora_rank"), (uint32_t)s->kv_lora);
+        ck_assert(has_key(g, s->arch, "attention.q_lora_rank") == (s->q_lora > 0));
+    } else if (s->head_dim > 0) {
         ck_assert_uint_eq(key_u32(g, s->arch, "attention.key_length"), (uint32_t)s->head_dim);
         ck_assert_uint_eq(key_u32(g, s->arch, "attention.value_length"), (uint32_t)s->head_dim);
     } else {
@@ -151,7 +184,7 @@ static void check_family_file(const bt_gguf_t *g, const bt_synth_shape_t *s)
         for (int lt = 0; lt < BT_LT_COUNT; lt++) {
             char name[96];
             snprintf(name, sizeof name, "blk.%d.%s", il, bt_arch_suffix(a, lt));
-            if (bt_arch_layer_bits(a, s->n_expert > 0) & BT_LT_BIT(lt)) {
+            if (layer_kinds(s, a, il) & BT_LT_BIT(lt)) {
                 check_tensor3(g, name, dim(s, bt_lt_info[lt].ne0), dim(s, bt_lt_info[lt].ne1),
                               dim(s, bt_lt_info[lt].ne2));
                 n++;
@@ -193,7 +226,7 @@ static void same_layout_as_golden(const bt_gguf_t *g, const char *name)
 
 START_TEST(test_tiny_each_family)
 {
-    static const char *const archs[] = {"llama", "qwen2", "qwen3", "gemma3"};
+    static const char *const archs[] = {"llama", "qwen2", "qwen3", "gemma3", "deepseek2"};
     static const uint32_t types[] = {BT_TYPE_F32, BT_TYPE_Q8_0};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         for (size_t j = 0; j < 2; j++) {
@@ -266,6 +299,11 @@ START_TEST(test_golden_layouts)
     g = write_open(&s, "q3.gguf", BT_TYPE_F32);
     same_layout_as_golden(g, "tiny-qwen3-golden.gguf");
     bt_gguf_close(g);
+    /* deepseek2's tiny row: the V3-style golden file's tensors in llama.cpp's order */
+    ck_assert_int_eq(bt_synth_shape_arch("tiny", "deepseek2", &s), BT_OK);
+    g = write_open(&s, "ds.gguf", BT_TYPE_F32);
+    same_layout_as_golden(g, "tiny-deepseek3-golden.gguf");
+    bt_gguf_close(g);
 
     ck_assert_int_eq(bt_synth_shape("tiny", &s), BT_OK);
     s.rope_base = 500000.0f;
@@ -336,6 +374,12 @@ static const named_t named[] = {
      70553706496ull},
     {"qwen3-235b-a22b", "qwen3moe", 151936, 4096, 94, 64, 4, 12288, 40960, 128, 0, 0, false,
      235093634560ull},
+    /* DeepSeek-V2-Lite's 15.7 B (15706484224) and DeepSeek-V3's 671 B (671026419200,
+     * without the multi-token-prediction layer, which llama.cpp's files leave out) */
+    {"deepseek-v2-lite", "deepseek2", 102400, 2048, 27, 16, 1, 10944, 163840, 0, 0, 0, false,
+     15706484224ull},
+    {"deepseek-v3", "deepseek2", 129280, 7168, 61, 128, 1, 18432, 163840, 0, 0, 0, false,
+     671026419200ull},
 };
 
 START_TEST(test_named_shapes)
@@ -397,6 +441,25 @@ START_TEST(test_named_layers)
         check_family_file(g, &s);
         bt_gguf_close(g);
     }
+    /* the DeepSeeks' real attention, a dense and an expert layer (V3: the last of its
+     * 3 dense ones), fewer and narrower experts */
+    static const char *const ds[] = {"deepseek-v2-lite", "deepseek-v3"};
+    for (size_t i = 0; i < 2; i++) {
+        bt_synth_shape_t s;
+        ck_assert_int_eq(bt_synth_shape(ds[i], &s), BT_OK);
+        s.n_dense = 1;
+        s.n_layer = 2;
+        s.n_vocab = 64;
+        s.n_ff = 256;
+        s.n_ff_exp = 64;
+        s.n_expert = 16;
+        s.n_group = s.n_group > 1 ? 8 : 1;
+        bt_gguf_t *g = write_open(&s, "named.gguf", BT_TYPE_Q8_0);
+        check_family_file(g, &s);
+        check_tensor3(g, "blk.1.attn_k_b.weight", (uint64_t)(s.d_qk - s.n_rot),
+                      (uint64_t)s.kv_lora, (uint64_t)s.n_head);
+        bt_gguf_close(g);
+    }
 }
 END_TEST
 
@@ -437,6 +500,22 @@ START_TEST(test_limits)
     ck_assert_int_eq(bt_synth_check(&t), BT_ERR_ARG);
     t.n_rot = 16;
     ck_assert_int_eq(bt_synth_check(&t), BT_OK);
+    /* MLA: a latent rank, groups that divide the experts and hold the used ones */
+    ck_assert_int_eq(bt_synth_shape_arch("tiny", "deepseek2", &t), BT_OK);
+    ck_assert_int_eq(bt_synth_check(&t), BT_OK);
+    t.kv_lora = 0;
+    ck_assert_int_eq(bt_synth_check(&t), BT_ERR_ARG);
+    ck_assert_int_eq(bt_synth_shape_arch("tiny", "deepseek2", &t), BT_OK);
+    t.n_group = 3;
+    ck_assert_int_eq(bt_synth_check(&t), BT_ERR_ARG);
+    t.n_group = 4; /* 1 group of 2 kept cannot hold 3 experts */
+    ck_assert_int_eq(bt_synth_check(&t), BT_ERR_ARG);
+    ck_assert_int_eq(bt_synth_shape_arch("tiny", "deepseek2", &t), BT_OK);
+    t.n_shared = 0;
+    ck_assert_int_eq(bt_synth_check(&t), BT_ERR_ARG);
+    /* no conversion between MLA and the other families' attention */
+    ck_assert_int_eq(bt_synth_shape_arch("smollm2-135m", "deepseek2", &t), BT_ERR_ARG);
+    ck_assert_int_eq(bt_synth_shape_arch("deepseek-mini", "llama", &t), BT_ERR_ARG);
     ck_assert_int_eq(access(path, F_OK), -1); /* nothing was written */
 }
 END_TEST

@@ -280,8 +280,9 @@ void bt_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n)
 /* Selection by k passes (k is small: the experts a token uses), each
  * taking the first maximum of what is left; the weights with libm's expf
  * in one fixed order. */
-void bt_topk_softmax(const float *restrict logits, int n, int k, int *restrict idx,
-                     float *restrict w)
+/* idx[0 .. k): the k largest of v[0 .. n), largest first, a lower index
+ * first among equals, NaN after every number. */
+static void topk(const float *restrict v, int n, int k, int *restrict idx)
 {
     for (int i = 0; i < k; i++) {
         int best = -1;
@@ -289,12 +290,17 @@ void bt_topk_softmax(const float *restrict logits, int n, int k, int *restrict i
             bool taken = false;
             for (int j = 0; j < i; j++)
                 taken |= idx[j] == e;
-            if (!taken && (best < 0 || logits[e] > logits[best] ||
-                           (isnan(logits[best]) && !isnan(logits[e]))))
+            if (!taken && (best < 0 || v[e] > v[best] || (isnan(v[best]) && !isnan(v[e]))))
                 best = e;
         }
         idx[i] = best;
     }
+}
+
+void bt_topk_softmax(const float *restrict logits, int n, int k, int *restrict idx,
+                     float *restrict w)
+{
+    topk(logits, n, k, idx);
     const float top = logits[idx[0]];
     float sum = 0.0f;
     for (int i = 0; i < k; i++) {
@@ -303,6 +309,59 @@ void bt_topk_softmax(const float *restrict logits, int n, int k, int *restrict i
     }
     for (int i = 0; i < k; i++)
         w[i] /= sum;
+}
+
+void bt_route(const float *restrict logits, int n, int k, const bt_route_t *r,
+              int *restrict idx, float *restrict w, float *restrict tmp)
+{
+    float *s = tmp, *t = tmp + n; /* weighing and choosing scores */
+    if (r->sigmoid) {
+        for (int e = 0; e < n; e++)
+            s[e] = 1.0f / (1.0f + expf(-logits[e]));
+    } else {
+        float top = logits[0], sum = 0.0f;
+        for (int e = 1; e < n; e++)
+            top = logits[e] > top ? logits[e] : top;
+        for (int e = 0; e < n; e++)
+            sum += s[e] = expf(logits[e] - top);
+        for (int e = 0; e < n; e++)
+            s[e] /= sum;
+    }
+    for (int e = 0; e < n; e++)
+        t[e] = r->bias != NULL ? s[e] + r->bias[e] : s[e];
+    if (r->n_group > 1 && r->n_group_used < r->n_group) {
+        /* each group's score: its two best choosing scores (its one where a group
+         * has one expert); the groups outside the best n_group_used never chosen */
+        const int size = n / r->n_group;
+        float score[BT_ROUTE_GROUPS_MAX];
+        int keep[BT_ROUTE_GROUPS_MAX], best2[2];
+        for (int g = 0; g < r->n_group; g++) {
+            const int two = size < 2 ? size : 2;
+            topk(t + g * size, size, two, best2);
+            score[g] = 0.0f;
+            for (int j = 0; j < two; j++)
+                score[g] += t[g * size + best2[j]];
+        }
+        topk(score, r->n_group, r->n_group_used, keep);
+        for (int g = 0; g < r->n_group; g++) {
+            bool kept = false;
+            for (int j = 0; j < r->n_group_used; j++)
+                kept |= keep[j] == g;
+            for (int e = g * size; e < (g + 1) * size && !kept; e++)
+                t[e] = -INFINITY;
+        }
+    }
+    topk(t, n, k, idx);
+    float sum = 0.0f;
+    for (int i = 0; i < k; i++)
+        sum += w[i] = s[idx[i]];
+    if (r->norm) {
+        sum = sum > 6.103515625e-5f ? sum : 6.103515625e-5f;
+        for (int i = 0; i < k; i++)
+            w[i] /= sum;
+    }
+    for (int i = 0; i < k && r->scale != 1.0f; i++)
+        w[i] *= r->scale;
 }
 
 void bt_scale_f32(float *restrict x, float c, int64_t n)

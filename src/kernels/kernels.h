@@ -241,6 +241,25 @@ void bt_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n)
 void bt_topk_softmax(const float *restrict logits, int n, int k, int *restrict idx,
                      float *restrict w);
 
+/* How a deepseek2 router turns its logits into choices (bt_route). */
+#define BT_ROUTE_GROUPS_MAX 64
+typedef struct bt_route {
+    bool sigmoid;       /* scores s = sigmoid(logits), else softmax over all experts */
+    const float *bias;  /* NULL, or [n]: added to s to choose, never to weigh */
+    int n_group, n_group_used; /* n_group > 1: only the n_group_used groups (consecutive
+                                * ids, n / n_group each) with the largest sums of their
+                                * two best choosing scores compete */
+    bool norm;          /* weights divided by their sum (at least 2^-14) */
+    float scale;        /* then multiplied by this (1: none) */
+} bt_route_t;
+
+/* The k experts of n whose choosing scores s + bias are largest (within
+ * the kept groups), best first, a lower index first among equal scores
+ * (NaN never chosen before a number): idx[0 .. k); w[0 .. k) their
+ * weights s[idx], normalized and scaled as r says. tmp: 2 n floats. */
+void bt_route(const float *restrict logits, int n, int k, const bt_route_t *r,
+              int *restrict idx, float *restrict w, float *restrict tmp);
+
 /* x[i] *= c for n elements. */
 void bt_scale_f32(float *restrict x, float c, int64_t n);
 
