@@ -1342,6 +1342,25 @@ void bt_model_free(bt_model_t *m)
     free(m);
 }
 
+double bt_layer_weights_per_token(const bt_hparams_t *hp, int il)
+{
+    const double e = hp->n_embd, h = hp->n_head;
+    double att;
+    if (hp->arch->mla) {
+        const double nope = hp->d_qk - hp->n_rot, kvl = hp->kv_lora;
+        att = (hp->q_lora > 0 ? e * hp->q_lora + hp->q_lora * h * hp->d_qk : e * h * hp->d_qk) +
+              e * (kvl + hp->n_rot) + h * nope * kvl + h * kvl * hp->d_v + h * hp->d_v * e;
+    } else {
+        const double q = h * hp->head_dim, kv = (double)hp->n_head_kv * hp->head_dim;
+        att = e * (2 * q + 2 * kv);
+    }
+    const double ffn = moe_layer(hp, il) ? e * hp->n_expert +
+                                               3 * e * hp->n_ff_exp * hp->n_expert_used +
+                                               3 * e * hp->n_ff_shexp
+                                         : 3 * e * hp->n_ff;
+    return att + ffn;
+}
+
 int64_t bt_hparams_max_n_in(const bt_hparams_t *hp)
 {
     const int64_t dims[] = {hp->n_embd, (int64_t)hp->n_head * hp->head_dim, hp->n_ff,

@@ -239,6 +239,11 @@ static inline bt_matrix_t bt_expert(const bt_matrix_t *m, int e)
 /* Largest n_in of any bound matrix (sizes the matmul scratch). */
 int64_t bt_model_max_n_in(const bt_model_t *m);
 
+/* The weights one token goes through in layer il (elements of its
+ * matrices: with experts the router, the k it uses and the shared ones,
+ * not all of them): the compute a stage's partition balances. */
+double bt_layer_weights_per_token(const bt_hparams_t *hp, int il);
+
 /* Largest n_in of any matrix of a stage that holds layers. */
 int64_t bt_hparams_max_n_in(const bt_hparams_t *hp);
 

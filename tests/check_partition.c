@@ -131,6 +131,34 @@ START_TEST(test_memory_uneven)
 }
 END_TEST
 
+/* Layers that differ (DeepSeek's cheap dense first layers before its
+ * expert layers): balanced by each layer's own cost, also when memory
+ * decides. */
+START_TEST(test_unequal_layers)
+{
+    const double cost[6] = {1, 1, 4, 4, 4, 4};
+    bt_stage_costs_t c = {.layer = 4.0, .layer_cost = cost};
+    int b[3];
+    /* 3 | 3 costs 6 and 12; 4 | 2 costs 10 and 8, the smallest largest stage */
+    ck_assert_int_eq(bt_partition(6, 2, NULL, 0, &c, NULL, b), BT_OK);
+    expect_bounds(b, (int[]){0, 4, 6}, 2);
+    ck_assert(bt_stage_compute(&c, b, 2, 0) == 10.0 && bt_stage_compute(&c, b, 2, 1) == 8.0);
+    /* the second node holds 1 layer: 5 | 1, the only split that fits */
+    uint64_t lb[6] = {100, 100, 100, 100, 100, 100};
+    c.layer_bytes = lb;
+    int node[2] = {0, 1};
+    uint64_t avail[2] = {10000, 150};
+    bt_nodes_t nd = {2, node, avail, NULL};
+    ck_assert_int_eq(bt_partition(6, 2, NULL, 0, &c, &nd, b), BT_OK);
+    expect_bounds(b, (int[]){0, 5, 6}, 2);
+    /* alike costs as an array: the uniform split */
+    const double same[6] = {4, 4, 4, 4, 4, 4};
+    c = (bt_stage_costs_t){.layer = 4.0, .layer_cost = same};
+    ck_assert_int_eq(bt_partition(6, 2, NULL, 0, &c, NULL, b), BT_OK);
+    expect_bounds(b, (int[]){0, 3, 6}, 2);
+}
+END_TEST
+
 START_TEST(test_memory_shared_node)
 {
     /* 4 ranks, two per node: ranks 0-1 share node 0, which holds 500 bytes
@@ -310,6 +338,7 @@ int main(void)
     tcase_add_test(tc, test_ratios);
     tcase_add_test(tc, test_strings);
     tcase_add_test(tc, test_memory_uneven);
+    tcase_add_test(tc, test_unequal_layers);
     tcase_add_test(tc, test_memory_shared_node);
     tcase_add_test(tc, test_memory_optimal);
     tcase_add_test(tc, test_memory_refused);

@@ -8,9 +8,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double stage_cost(const bt_stage_costs_t *c, int n_stages, int s, int n_layers)
+/* The compute of layers [a, b). */
+static double layers_cost(const bt_stage_costs_t *c, int a, int b)
 {
-    return n_layers * c->layer + (s == 0 ? c->embed : 0.0) + (s == n_stages - 1 ? c->head : 0.0);
+    if (c->layer_cost == NULL)
+        return (b - a) * c->layer;
+    double sum = 0.0;
+    for (int l = a; l < b; l++)
+        sum += c->layer_cost[l];
+    return sum;
+}
+
+/* Stage s of n_stages holding layers [a, b). */
+static double stage_cost(const bt_stage_costs_t *c, int n_stages, int s, int a, int b)
+{
+    return layers_cost(c, a, b) + (s == 0 ? c->embed : 0.0) + (s == n_stages - 1 ? c->head : 0.0);
 }
 
 /* Memory of stage s without its layers. */
@@ -21,7 +33,7 @@ static uint64_t stage_base_bytes(const bt_stage_costs_t *c, int n_stages, int s)
 
 double bt_stage_compute(const bt_stage_costs_t *c, const int *bounds, int n_stages, int s)
 {
-    return stage_cost(c, n_stages, s, bounds[s + 1] - bounds[s]);
+    return stage_cost(c, n_stages, s, bounds[s], bounds[s + 1]);
 }
 
 uint64_t bt_stage_bytes(const bt_stage_costs_t *c, const int *bounds, int n_stages, int s)
@@ -56,7 +68,7 @@ static bt_status_t balance(int n_layer, int n_stages, const bt_stage_costs_t *c,
         for (int l = s; l <= n_layer - (n_stages - s); l++)
             for (int k = s - 1; k < l; k++) {
                 double prev = best[AT(s - 1, k)];
-                double cost = fmax(prev, stage_cost(c, n_stages, s - 1, l - k));
+                double cost = fmax(prev, stage_cost(c, n_stages, s - 1, k, l));
                 if (cost < best[AT(s, l)]) {
                     best[AT(s, l)] = cost;
                     from[AT(s, l)] = k;
@@ -138,7 +150,7 @@ static bool greedy_fits(const bt_stage_costs_t *c, const bt_nodes_t *nd, bool co
         }
         left--;
         int b = a;
-        while (b < end - left && stage_cost(c, n_stages, s, b + 1 - a) <= t)
+        while (b < end - left && stage_cost(c, n_stages, s, a, b + 1) <= t)
             b++;
         if (b == a || (s == n_stages - 1 && b != n_layer))
             return false;
@@ -154,27 +166,31 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The split with the smallest largest stage cost among those that fit:
- * binary search over the costs a stage can have (k layers plus none, one
- * or both extras) for the smallest that greedy_fits, into bounds (left as
- * they were when none fits: *found false). BT_ERR_NOMEM, said, when out
- * of memory. */
+ * binary search over the costs a stage can have (a run of layers -- k
+ * layers where they are alike -- plus none, one or both extras) for the
+ * smallest that greedy_fits, into bounds (left as they were when none
+ * fits: *found false). BT_ERR_NOMEM, said, when out of memory. */
 static bt_status_t fit_memory(int n_layer, int n_stages, const bt_stage_costs_t *c,
                               const bt_nodes_t *nd, int *bounds, bool *found)
 {
-    const size_t n_cand = 4 * (size_t)n_layer;
+    const size_t n_runs = c->layer_cost == NULL ? (size_t)n_layer
+                                                : (size_t)n_layer * (size_t)(n_layer + 1) / 2;
+    const size_t n_cand = 4 * n_runs;
     double *cand = malloc(n_cand * sizeof *cand);
     int *count = malloc(sizeof *count * (size_t)nd->n_nodes);
     int *fit = malloc(sizeof *fit * (size_t)(n_stages + 1));
     *found = false;
     const bool ok = cand != NULL && count != NULL && fit != NULL;
     if (ok) {
-        for (int k = 1; k <= n_layer; k++) {
-            double *x = cand + 4 * (size_t)(k - 1);
-            x[0] = k * c->layer;
-            x[1] = x[0] + c->embed;
-            x[2] = x[0] + c->head;
-            x[3] = x[0] + c->embed + c->head;
-        }
+        size_t i = 0;
+        for (int a = 0; a < (c->layer_cost == NULL ? 1 : n_layer); a++)
+            for (int b = a + 1; b <= n_layer; b++, i++) {
+                double *x = cand + 4 * i;
+                x[0] = layers_cost(c, a, b);
+                x[1] = x[0] + c->embed;
+                x[2] = x[0] + c->head;
+                x[3] = x[0] + c->embed + c->head;
+            }
         qsort(cand, n_cand, sizeof *cand, cmp_double);
         const bool contiguous = nodes_contiguous(nd, n_stages, count);
         size_t lo = 0, hi = n_cand; /* the answer is in [lo, hi); hi: none found yet */

@@ -25,7 +25,7 @@
 #include "common.h"
 
 typedef struct bt_stage_costs {
-    double layer; /* compute of one layer per token (every layer of a family is alike) */
+    double layer; /* compute of one layer per token (layer_cost where layers differ) */
     double embed; /* extra compute of the first stage */
     double head;  /* extra compute of the last stage */
     /* Memory, in bytes. layer_bytes NULL: memory is not checked. */
@@ -34,6 +34,8 @@ typedef struct bt_stage_costs {
     uint64_t head_bytes;         /* the last stage's extra (head, logits) */
     uint64_t rank_bytes;         /* every stage's (buffers, scratch, messages) */
     const char *what;            /* what the bytes are, for messages ("weights, ...") */
+    const double *layer_cost; /* NULL, or [n_layer]: each layer's own compute instead of
+                               * layer (DeepSeek's leading dense layers cost less) */
 } bt_stage_costs_t;
 
 /* Where the stages run. Stage s is on node node[s] (0 .. n_nodes - 1),

@@ -44,18 +44,21 @@ static bt_status_t check_same_model(bt_pipe_t *p)
 static void progress_cb(void *arg) { bt_transport_progress(arg); }
 
 /* Per-token cost model: the matmul weights a token goes through in a
- * layer (with experts: the router and the k experts it uses, not all of
- * them); the head's weights scaled by the share of tokens that need
- * logits; the embedding is a row lookup. */
-static bt_stage_costs_t stage_costs(const bt_hparams_t *hp, double head_share)
+ * layer (bt_layer_weights_per_token; layer_cost [n_layer] gets each
+ * layer's where they differ); the head's weights scaled by the share of
+ * tokens that need logits; the embedding is a row lookup. */
+static bt_stage_costs_t stage_costs(const bt_hparams_t *hp, double head_share,
+                                    double *layer_cost)
 {
-    double e = hp->n_embd, q = (double)hp->n_head * hp->head_dim;
-    double kv = (double)hp->n_head_kv * hp->head_dim;
-    const double ffn = hp->n_expert > 0
-                           ? e * hp->n_expert + 3 * e * hp->n_ff_exp * hp->n_expert_used
-                           : 3 * e * hp->n_ff;
+    const double e = hp->n_embd;
+    bool alike = true;
+    for (int l = 0; l < hp->n_layer; l++) {
+        layer_cost[l] = bt_layer_weights_per_token(hp, l);
+        alike = alike && layer_cost[l] == layer_cost[0];
+    }
     return (bt_stage_costs_t){
-        .layer = e * (2 * q + 2 * kv) + ffn,
+        .layer = layer_cost[hp->n_layer - 1],
+        .layer_cost = alike ? NULL : layer_cost,
         .embed = e,
         .head = head_share * e * hp->n_vocab,
     };
@@ -109,11 +112,11 @@ static int trace_capacity(const bt_pipe_t *p, const bt_pipe_config_t *cfg)
  * buffers, the transport's message slots and the trace. layer_bytes has
  * n_layer entries. */
 static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx,
-                                     int per_node, uint64_t *layer_bytes, char *what,
-                                     size_t what_size)
+                                     int per_node, uint64_t *layer_bytes, double *layer_cost,
+                                     char *what, size_t what_size)
 {
     const bt_hparams_t *hp = &p->model->hp;
-    bt_stage_costs_t c = stage_costs(hp, cfg->head_share);
+    bt_stage_costs_t c = stage_costs(hp, cfg->head_share, layer_cost);
     uint64_t every;
     bt_model_memory_share(p->model, p->tp_size, cfg->ops == &bt_ops_cpu, cfg->no_mmap,
                           layer_bytes, &c.embed_bytes, &c.head_bytes, &every);
@@ -230,11 +233,13 @@ static bt_status_t partition(bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ct
     if (p->world_rank == 0) {
         const int n_layer = p->model->hp.n_layer;
         uint64_t *layer_bytes = malloc(sizeof *layer_bytes * (size_t)n_layer);
+        double *layer_cost = malloc(sizeof *layer_cost * (size_t)n_layer);
         int *rank_node = malloc(sizeof *rank_node * (size_t)W);
         int *node = malloc(sizeof *node * (size_t)S);
         uint64_t *avail = malloc(sizeof *avail * (size_t)W);
         const char **names = malloc(sizeof *names * (size_t)W);
-        if (all == NULL || layer_bytes == NULL || rank_node == NULL || node == NULL ||
+        if (all == NULL || layer_bytes == NULL || layer_cost == NULL || rank_node == NULL ||
+            node == NULL ||
             avail == NULL || names == NULL) {
             st = BT_ERR_NOMEM;
         } else {
@@ -256,12 +261,14 @@ static bt_status_t partition(bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ct
             }
             char what[192];
             bt_stage_costs_t c =
-                stage_memory(p, cfg, n_ctx, per_node, layer_bytes, what, sizeof what);
+                stage_memory(p, cfg, n_ctx, per_node, layer_bytes, layer_cost, what,
+                             sizeof what);
             st = bt_partition(n_layer, S, cfg->ratios, cfg->n_ratios, &c, &nd, p->bounds);
             if (st == BT_OK)
                 log_split(p, &c, &nd);
         }
         free(layer_bytes);
+        free(layer_cost);
         free(rank_node);
         free(node);
         free(avail);
