@@ -602,9 +602,17 @@ static bt_status_t synth_profile(const plan_args_t *a, loaded_t *L)
     }
     const int hd = bt_synth_head_dim(&s);
     const double q_dim = (double)s.n_head * hd, kv_dim = (double)s.n_head_kv * hd;
+    const bt_arch_t *arch = bt_arch_find(s.arch, strlen(s.arch));
+    /* the attention's weights (MLA's own), as a model of the shape has them; the
+     * shared experts every token runs go with them */
+    const bt_hparams_t attn = {.arch = arch, .n_embd = s.n_embd, .n_head = s.n_head,
+                               .n_head_kv = s.n_head_kv, .head_dim = hd, .n_rot = s.n_rot,
+                               .d_qk = arch->mla ? s.d_qk : hd, .d_v = arch->mla ? s.d_v : hd,
+                               .q_lora = s.q_lora, .kv_lora = s.kv_lora};
     const shape_cost_t sc = {
         .bytes_w = rb / 256.0,
-        .attn_params = s.n_embd * (2 * q_dim + 2 * kv_dim),
+        .attn_params = bt_layer_weights_per_token(&attn, 0) +
+                       3.0 * s.n_embd * s.n_shared * s.n_ff_exp,
         .ffn_params = 3.0 * s.n_embd * (s.n_expert > 0 ? s.n_ff_exp : s.n_ff),
         .kv_row = 2 * kv_dim * 2,
         .q_dim = q_dim,
