@@ -32,14 +32,18 @@ static void usage(FILE *f)
             "             --n-expert N, --n-expert-used K, --n-ff-exp N (experts: llama,\n"
             "             qwen3moe; llama's are --n-ff wide),\n"
             "             --rope-freqs N (llama: Llama 3 rope factors for original context N;\n"
-            "             0: none), --rope-base F, --tied, --untied\n",
+            "             0: none), --rope-base F, --tied, --untied,\n"
+            "             deepseek2: --q-lora N (0: attn_q), --kv-lora N, --d-qk N, --d-v N,\n"
+            "             --n-dense N (leading dense layers), --n-shared N, --n-group N,\n"
+            "             --n-group-used N, --softmax (gating; default the shape's)\n",
             bt_synth_shape_names(), bt_arch_names(), bt_type_supported_names());
 }
 
 enum {
     OPT_SHAPE = 256, OPT_TYPE, OPT_SEED, OPT_VOCAB, OPT_EMBD, OPT_LAYER, OPT_HEAD, OPT_HEAD_KV,
     OPT_FF, OPT_CTX, OPT_ROPE, OPT_TIED, OPT_UNTIED, OPT_ROT, OPT_ARCH, OPT_HEAD_DIM, OPT_SWA,
-    OPT_ROPE_FREQS, OPT_EXPERT, OPT_EXPERT_USED, OPT_FF_EXP,
+    OPT_ROPE_FREQS, OPT_EXPERT, OPT_EXPERT_USED, OPT_FF_EXP, OPT_Q_LORA, OPT_KV_LORA, OPT_D_QK,
+    OPT_D_V, OPT_DENSE, OPT_SHARED, OPT_GROUP, OPT_GROUP_USED, OPT_SOFTMAX,
 };
 
 static bt_status_t parse_float(const char *flag, const char *s, float *out)
@@ -72,6 +76,15 @@ int main(int argc, char **argv)
         {"n-expert", required_argument, 0, OPT_EXPERT},
         {"n-expert-used", required_argument, 0, OPT_EXPERT_USED},
         {"n-ff-exp", required_argument, 0, OPT_FF_EXP},
+        {"q-lora", required_argument, 0, OPT_Q_LORA},
+        {"kv-lora", required_argument, 0, OPT_KV_LORA},
+        {"d-qk", required_argument, 0, OPT_D_QK},
+        {"d-v", required_argument, 0, OPT_D_V},
+        {"n-dense", required_argument, 0, OPT_DENSE},
+        {"n-shared", required_argument, 0, OPT_SHARED},
+        {"n-group", required_argument, 0, OPT_GROUP},
+        {"n-group-used", required_argument, 0, OPT_GROUP_USED},
+        {"softmax", no_argument, 0, OPT_SOFTMAX},
         {0, 0, 0, 0},
     };
     /* The shape and its family come first so overrides apply whatever the
@@ -124,6 +137,17 @@ int main(int argc, char **argv)
             st = bt_parse_int("--n-expert-used", optarg, 1, 4096, &s.n_expert_used);
             break;
         case OPT_FF_EXP: st = bt_parse_int("--n-ff-exp", optarg, 1, 1 << 22, &s.n_ff_exp); break;
+        case OPT_Q_LORA: st = bt_parse_int("--q-lora", optarg, 0, 1 << 20, &s.q_lora); break;
+        case OPT_KV_LORA: st = bt_parse_int("--kv-lora", optarg, 1, 1 << 20, &s.kv_lora); break;
+        case OPT_D_QK: st = bt_parse_int("--d-qk", optarg, 1, 1 << 20, &s.d_qk); break;
+        case OPT_D_V: st = bt_parse_int("--d-v", optarg, 1, 1 << 20, &s.d_v); break;
+        case OPT_DENSE: st = bt_parse_int("--n-dense", optarg, 0, 4096, &s.n_dense); break;
+        case OPT_SHARED: st = bt_parse_int("--n-shared", optarg, 1, 64, &s.n_shared); break;
+        case OPT_GROUP: st = bt_parse_int("--n-group", optarg, 1, 64, &s.n_group); break;
+        case OPT_GROUP_USED:
+            st = bt_parse_int("--n-group-used", optarg, 1, 64, &s.n_group_used);
+            break;
+        case OPT_SOFTMAX: s.sigmoid = false; break;
         case OPT_ROPE_FREQS:
             st = bt_parse_int("--rope-freqs", optarg, 0, 1 << 24, &s.rope_freqs_ctx);
             break;

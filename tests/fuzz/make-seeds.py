@@ -10,7 +10,7 @@ bytes.
 
 The second form writes whole small models for fuzz_model with baton's own
 writer (baton-mkmodel: 1-2 layers, n_embd 32, every 32-block type, every
-architecture of the table, at most 24 KB), so that a forward pass runs on them.
+architecture of the table, at most 48 KB), so that a forward pass runs on them.
 
 Valid: byte-level BPE vocabularies ("gpt2") with merges, special tokens and
 each pre-tokenizer family (smollm, llama3, qwen2, gpt2, none named);
@@ -330,6 +330,19 @@ MODELS = {
                                  "--n-expert-used", "2", "--n-ff-exp", "32"],
     "model-gptoss-mxfp4.gguf": ["--arch", "gpt-oss", "--type", "mxfp4", "--n-expert", "4",
                                 "--n-expert-used", "2", "--n-ff-exp", "32", "--swa", "2"],
+    # deepseek2: MLA (q_lora pair, and attn_q without it), a dense first layer, shared
+    # experts, grouped sigmoid routing with the bias / softmax routing
+    "model-deepseek2-q8_0.gguf": ["--arch", "deepseek2", "--type", "q8_0", "--n-layer", "2",
+                                  "--n-head-kv", "1", "--q-lora", "16", "--kv-lora", "16",
+                                  "--d-qk", "24", "--d-v", "16", "--n-rot", "8",
+                                  "--n-expert", "4", "--n-expert-used", "2", "--n-ff-exp", "32",
+                                  "--n-group", "2", "--n-group-used", "1"],
+    "model-deepseek2-lite-mxfp4.gguf": ["--arch", "deepseek2", "--type", "mxfp4", "--n-layer",
+                                        "2", "--n-head-kv", "1", "--q-lora", "0", "--kv-lora",
+                                        "16", "--d-qk", "24", "--d-v", "16", "--n-rot", "8",
+                                        "--n-expert", "4", "--n-expert-used", "2",
+                                        "--n-ff-exp", "32", "--n-group", "1",
+                                        "--n-group-used", "1", "--softmax"],
 }
 
 
