@@ -39,7 +39,8 @@ static double at_rows(const bt_profile_t *p, const double *v, double rows)
     return v[i] + w * (v[i + 1] - v[i]);
 }
 
-double bt_profile_layer(const bt_profile_t *p, double rows, double ctx)
+/* A [n_ctx][n_rows] table at (rows, ctx), interpolated. */
+static double layer_table(const bt_profile_t *p, const double *tab, double rows, double ctx)
 {
     int i = 0;
     double w = 0.0;
@@ -48,11 +49,29 @@ double bt_profile_layer(const bt_profile_t *p, double rows, double ctx)
         if (w < 0.0) /* below the smallest context measured: no cheaper */
             w = 0.0;
     }
-    const double lo = at_rows(p, p->layer_s + (size_t)i * p->n_rows, rows);
+    const double lo = at_rows(p, tab + (size_t)i * p->n_rows, rows);
     if (p->n_ctx < 2)
         return lo;
-    const double hi = at_rows(p, p->layer_s + (size_t)(i + 1) * p->n_rows, rows);
+    const double hi = at_rows(p, tab + (size_t)(i + 1) * p->n_rows, rows);
     return lo + w * (hi - lo); /* linear beyond the largest context too */
+}
+
+double bt_profile_layer(const bt_profile_t *p, double rows, double ctx)
+{
+    return layer_table(p, p->layer_s, rows, ctx);
+}
+
+/* Whether the profile times its layers by kind. */
+static bool kinds(const bt_profile_t *p)
+{
+    return p->dense_s != NULL && p->expert_s != NULL && p->n_dense > 0;
+}
+
+double bt_profile_layer_at(const bt_profile_t *p, int il, double rows, double ctx)
+{
+    if (!kinds(p))
+        return bt_profile_layer(p, rows, ctx);
+    return layer_table(p, il < p->n_dense ? p->dense_s : p->expert_s, rows, ctx);
 }
 
 double bt_profile_head(const bt_profile_t *p, double rows)
@@ -133,14 +152,24 @@ double bt_plan_stage_s(const bt_plan_pipe_t *p, int s, int rows, int ctx, int lo
     const bt_plan_tensor_t *tp = &p->tensor;
     const bool split = tp->tp > 1;
     const int layers = p->bounds[s + 1] - p->bounds[s];
-    double layer = bt_profile_layer(p->prof, rows, ctx);
-    if (split) { /* weights by the rank's share, attention over the context by its heads' */
-        const double flat = bt_profile_layer(p->prof, rows, 0);
-        const double share = bt_plan_tensor_share(tp, rows);
-        const double heads = tp->attn_share > 0 ? tp->attn_share : share;
-        layer = flat * share + (layer - flat) * heads;
+    /* by kind where the profile has kinds: the stage's dense layers, then its others */
+    const int a = p->bounds[s], n_dense = kinds(p->prof) ? p->prof->n_dense : 0;
+    const int dense = a < n_dense ? (p->bounds[s + 1] < n_dense ? p->bounds[s + 1] : n_dense) - a
+                                  : 0;
+    double t = 0.0;
+    for (int kind = 0; kind < 2; kind++) {
+        const int n = kind == 0 ? dense : layers - dense, il = kind == 0 ? 0 : n_dense;
+        if (n == 0)
+            continue;
+        double layer = bt_profile_layer_at(p->prof, il, rows, ctx);
+        if (split) { /* weights by the rank's share, attention over the context by its heads' */
+            const double flat = bt_profile_layer_at(p->prof, il, rows, 0);
+            const double share = bt_plan_tensor_share(tp, rows);
+            const double heads = tp->attn_share > 0 ? tp->attn_share : share;
+            layer = flat * share + (layer - flat) * heads;
+        }
+        t += n * layer;
     }
-    double t = layers * layer;
     if (s == 0)
         t += bt_profile_embed(p->prof, rows);
     if (s == p->n_stages - 1)

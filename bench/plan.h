@@ -40,9 +40,17 @@ typedef struct bt_profile {
     const double *shared_s; /* [n_rows] or NULL: one layer at the smallest context while
                              * every other core of the node reads memory */
     const double *sample_s; /* [n_rows] or NULL: choosing the tokens of that many rows */
+    /* layers of two kinds (DeepSeek's first n_dense layers dense, the others experts):
+     * each kind's own [n_ctx][n_rows], or NULL (every layer costs layer_s) */
+    int n_dense;
+    const double *dense_s, *expert_s;
 } bt_profile_t;
 
 double bt_profile_layer(const bt_profile_t *p, double rows, double ctx);
+
+/* Layer il's time: its kind's where the profile has kinds, else
+ * bt_profile_layer. */
+double bt_profile_layer_at(const bt_profile_t *p, int il, double rows, double ctx);
 double bt_profile_head(const bt_profile_t *p, double rows);
 double bt_profile_embed(const bt_profile_t *p, double rows);
 double bt_profile_sample(const bt_profile_t *p, double rows); /* 0 without sample_s */

@@ -219,6 +219,7 @@ typedef struct loaded {
     bt_profile_t p;
     int *rows, *ctx;
     double *layer, *head, *embed, *shared, *sample;
+    double *dense, *expert; /* the layer kinds' [n_ctx][n_rows] (DeepSeek), or unused */
     int threads;
     char model[512];
     double weight_bytes; /* all weights (a shape's profile; 0: unknown) */
@@ -289,6 +290,12 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
     nr = distinct(L->rows, nr);
     nc = distinct(L->ctx, nc);
     L->layer = calloc((size_t)(nr * nc + 1), sizeof(double));
+    /* layer kinds (dense first layers): a table each, used when both are complete */
+    static const char *const by_kind[] = {"layer", "dense", "expert"};
+    double **tab[] = {&L->layer, &L->dense, &L->expert};
+    int tab_got[3] = {0};
+    L->dense = calloc((size_t)(nr * nc + 1), sizeof(double));
+    L->expert = calloc((size_t)(nr * nc + 1), sizeof(double));
     /* the kinds with one figure a row count; the optional ones (shared: no
      * core beyond -t; sample: a version 5 file) only when every row count
      * has one, head and embed always (0 where missing) */
@@ -304,10 +311,12 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
         if (ri == NULL)
             continue;
         const int k = (int)(ri - L->rows);
-        if (!strcmp(r[i].kind, "layer")) {
-            const int *ci = bsearch(&r[i].n_ctx, L->ctx, (size_t)nc, sizeof(int), cmp_int);
-            L->layer[(ci - L->ctx) * nr + k] = r[i].seconds;
-        }
+        const int *ci = bsearch(&r[i].n_ctx, L->ctx, (size_t)nc, sizeof(int), cmp_int);
+        for (int v = 0; v < 3; v++)
+            if (!strcmp(r[i].kind, by_kind[v]) && ci != NULL) {
+                (*tab[v])[(ci - L->ctx) * nr + k] = r[i].seconds;
+                tab_got[v]++;
+            }
         for (int v = 0; v < 4; v++)
             if (!strcmp(r[i].kind, per_row[v])) {
                 (*vec[v])[k] = r[i].seconds;
@@ -328,6 +337,11 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
     L->p.n_ctx = nc;
     L->p.ctx = L->ctx;
     L->p.layer_s = L->layer;
+    if (L->have_hp && L->hp.n_dense > 0 && tab_got[1] == nr * nc && tab_got[2] == nr * nc) {
+        L->p.n_dense = L->hp.n_dense;
+        L->p.dense_s = L->dense;
+        L->p.expert_s = L->expert;
+    }
     const double **to[] = {&L->p.head_s, &L->p.embed_s, &L->p.shared_s, &L->p.sample_s};
     for (int v = 0; v < 4; v++)
         *to[v] = v < 2 || got[v] == nr ? *vec[v] : NULL;
@@ -339,6 +353,8 @@ static void loaded_free(loaded_t *L)
     free(L->rows);
     free(L->ctx);
     free(L->layer);
+    free(L->dense);
+    free(L->expert);
     free(L->head);
     free(L->embed);
     free(L->shared);
@@ -513,19 +529,25 @@ static double node_crowding(const plan_args_t *a, const loaded_t *L)
     return a->shape ? 0.0 : bt_plan_crowding(a->ranks_per_node, L->threads, a->cores_per_node);
 }
 
-/* The split of n_layer over S by compute (the head once per prompt). */
+/* The split of n_layer over S by compute (the head once per prompt; each
+ * layer its kind's where the profile has kinds). */
 static void split(const bt_profile_t *p, int S, int ub, int n_tok, int *bounds)
 {
     const int M = (n_tok + ub - 1) / ub;
+    double *cost = p->dense_s != NULL ? malloc(sizeof(double) * (size_t)p->n_layer) : NULL;
+    for (int l = 0; cost != NULL && l < p->n_layer; l++)
+        cost[l] = bt_profile_layer_at(p, l, ub, 0);
     const bt_stage_costs_t c = {.layer = bt_profile_layer(p, ub, 0),
                                 .embed = bt_profile_embed(p, ub),
-                                .head = bt_profile_head(p, 1) / (M > 0 ? M : 1)};
+                                .head = bt_profile_head(p, 1) / (M > 0 ? M : 1),
+                                .layer_cost = cost};
     bt_log_capture(1);
     if (bt_partition(p->n_layer, S, NULL, 0, &c, NULL, bounds) != BT_OK)
         for (int s = 0; s <= S; s++)
             bounds[s] = p->n_layer * s / S;
     bt_log_flush_captured(0);
     bt_log_capture(0);
+    free(cost);
 }
 
 static pred_t predict_pp(const bt_plan_pipe_t *pp, int n_tok, int ub, bt_plan_mode_t mode)
@@ -639,7 +661,7 @@ static bt_status_t synth_profile(const plan_args_t *a, loaded_t *L)
         L->embed[i] = roof(a, 0, rows[i] * s.n_embd * sc.bytes_w);
     }
     L->p = (bt_profile_t){s.n_layer, nr, L->rows, nc, L->ctx, L->layer, L->head, L->embed,
-                          4.0 * s.n_embd + 16, 64, NULL, NULL};
+                          4.0 * s.n_embd + 16, 64, NULL, NULL, 0, NULL, NULL};
     L->threads = 1;
     L->hp = (bt_hparams_t){.n_vocab = s.n_vocab, .n_embd = s.n_embd, .n_layer = s.n_layer,
                            .n_head = s.n_head, .n_head_kv = s.n_head_kv, .head_dim = hd,

@@ -100,7 +100,7 @@ static void readers_stop(readers_t *rd)
 
 /* P_SAMPLE: the last stage's choice of a token from each row's logits
  * (greedy, as baton-bench decodes), the serve engine's own work per row */
-typedef enum { P_LAYERS, P_HEAD, P_EMBED, P_SAMPLE } part_t;
+typedef enum { P_LAYERS, P_HEAD, P_EMBED, P_SAMPLE, P_DENSE, P_EXPERT } part_t;
 
 typedef struct probe {
     bt_forward_t *f;
@@ -119,14 +119,24 @@ static const float *next_rows(probe_t *pr, int n)
     return pr->x0 + (size_t)at * (size_t)pr->f->m->hp.n_embd;
 }
 
+/* The layers a part runs: all of them, or one kind where layers differ
+ * (the leading dense layers of a DeepSeek model, then its expert layers). */
+static void part_layers(const bt_hparams_t *hp, part_t part, int *l0, int *l1)
+{
+    *l0 = part == P_EXPERT ? hp->n_dense : 0;
+    *l1 = part == P_DENSE ? hp->n_dense : hp->n_layer;
+}
+
 static bt_status_t run_part(probe_t *pr, part_t part, int n, int ctx)
 {
     memcpy(pr->x, next_rows(pr, n), sizeof(float) * (size_t)n * (size_t)pr->f->m->hp.n_embd);
+    int l0, l1;
     switch (part) {
-    case P_LAYERS:
+    case P_LAYERS: case P_DENSE: case P_EXPERT:
         for (int r = 0; r < n; r++)
             pr->rows[r] = (bt_row_t){0, ctx + r, 0, 0};
-        return bt_forward_rows(pr->f, pr->x, pr->rows, n);
+        part_layers(&pr->f->m->hp, part, &l0, &l1);
+        return bt_forward_rows_range(pr->f, pr->x, pr->rows, n, l0, l1);
     case P_HEAD:
         bt_forward_head(pr->f, pr->x, n, pr->logits);
         return BT_OK;
@@ -216,7 +226,7 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
     rows[n_rows++] = pp->ubatch;
     probe_t pr = {.ubatch = pp->ubatch};
     st = bt_forward_init(m, pp->ops, n_ctx, 1, pp->ubatch, pp->threads, pp->kv_type, &pr.f);
-    const size_t cap = (size_t)n_rows * ((size_t)pp->n_ctx + 4);
+    const size_t cap = (size_t)n_rows * (3 * (size_t)pp->n_ctx + 4);
     bt_profile_row_t *res = calloc(cap, sizeof *res);
     pr.x = malloc(sizeof(float) * (size_t)pp->ubatch * (size_t)hp->n_embd);
     pr.x0 = malloc(sizeof(float) * (size_t)pp->ubatch * (size_t)hp->n_embd);
@@ -261,20 +271,27 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
     readers_t rd;
     readers_start(&rd, omp_get_num_procs() - pp->threads);
     double shared[32];
-    static const char *const kinds[] = {"layer", "head", "embed", "sample"};
-    for (int part = P_LAYERS; part <= P_SAMPLE && st == BT_OK; part++)
-        for (int c = 0; c < (part == P_LAYERS ? pp->n_ctx : 1) && st == BT_OK; c++)
+    /* layers of two kinds (a DeepSeek model's dense first ones): each kind
+     * timed too, "dense" and "expert" rows beside the average "layer" ones */
+    static const char *const kinds[] = {"layer", "head", "embed", "sample", "dense", "expert"};
+    const int last = hp->n_dense > 0 && hp->n_dense < hp->n_layer ? P_EXPERT : P_SAMPLE;
+    for (int part = P_LAYERS; part <= last && st == BT_OK; part++) {
+        const bool layers = part == P_LAYERS || part == P_DENSE || part == P_EXPERT;
+        int l0, l1;
+        part_layers(hp, (part_t)part, &l0, &l1);
+        for (int c = 0; c < (layers ? pp->n_ctx : 1) && st == BT_OK; c++)
             for (int i = 0; i < n_rows && st == BT_OK; i++) {
                 double sec;
-                const int ctx = part == P_LAYERS ? pp->ctx[c] : 0;
+                const int ctx = layers ? pp->ctx[c] : 0;
                 const bool pair = part == P_LAYERS && ctx == min_ctx && rd.n > 0;
                 st = time_part(&pr, (part_t)part, rows[i], ctx, pair ? &rd : NULL, &sec,
                                pair ? &shared[i] : NULL);
-                if (part == P_LAYERS)
-                    sec /= hp->n_layer;
+                if (layers)
+                    sec /= l1 - l0;
                 res[k++] = profile_row(pp, hp, kinds[part], rows[i], ctx, sec, act_row, held,
                                        msg);
             }
+    }
     for (int i = 0; i < n_rows && st == BT_OK && rd.n > 0; i++)
         res[k++] = profile_row(pp, hp, "shared", rows[i], min_ctx, shared[i] / hp->n_layer,
                                act_row, held, msg);

@@ -7,8 +7,10 @@
  * bytes a row adds to a stage-boundary message; and, when the node has
  * cores beyond the rank's threads, the layer at the smallest context
  * while every other core reads memory ("shared", each call paired with
- * one alone). Each figure is the median of 3-7 timed calls after a
- * warm-up one.
+ * one alone). Where a model's layers are of two kinds (DeepSeek's dense
+ * first layers), each kind too ("dense", "expert" rows beside the
+ * average "layer" ones). Each figure is the median of 3-7 timed calls
+ * after a warm-up one.
  */
 #ifndef BT_BENCH_PROFILE_H
 #define BT_BENCH_PROFILE_H

@@ -689,10 +689,16 @@ static bt_status_t make_runs(bt_forward_t *f, const bt_row_t *rows, int n_rows)
 
 bt_status_t bt_forward_rows(bt_forward_t *f, float *x, const bt_row_t *rows, int n_rows)
 {
+    return bt_forward_rows_range(f, x, rows, n_rows, 0, f->m->last - f->m->first);
+}
+
+bt_status_t bt_forward_rows_range(bt_forward_t *f, float *x, const bt_row_t *rows, int n_rows,
+                                  int l0, int l1)
+{
     bt_status_t st = make_runs(f, rows, n_rows);
     if (st != BT_OK)
         return st;
-    for (int il = 0; il < f->m->last - f->m->first; il++) {
+    for (int il = l0; il < l1; il++) {
         if ((st = layer(f, il, x, n_rows)))
             return st;
         if (f->progress != NULL)

@@ -134,6 +134,11 @@ bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, 
  * each ends with the whole x; a failed gather's status is returned. */
 bt_status_t bt_forward_rows(bt_forward_t *f, float *x, const bt_row_t *rows, int n_rows);
 
+/* The same through bound layers [l0, l1) only (indices from the first
+ * bound layer): a profile's timing of one kind of layer. */
+bt_status_t bt_forward_rows_range(bt_forward_t *f, float *x, const bt_row_t *rows, int n_rows,
+                                  int l0, int l1);
+
 /* One sequence in slot 0: row t at position pos0 + t. */
 bt_status_t bt_forward_layers(bt_forward_t *f, float *x, int n_tok, int pos0);
 

@@ -19,8 +19,9 @@ typedef struct flat {
 static void flat_init(flat_t *f, int n_layer, double per_row, double act)
 {
     *f = (flat_t){.rows = {1, 1024}, .ctx = {0}, .layer = {per_row, per_row * 1024}};
-    f->p = (bt_profile_t){n_layer, 2,       f->rows, 1, f->ctx, f->layer,
-                          f->head, f->embed, act,     0, NULL,    NULL};
+    f->p = (bt_profile_t){.n_layer = n_layer, .n_rows = 2, .rows = f->rows, .n_ctx = 1,
+                          .ctx = f->ctx, .layer_s = f->layer, .head_s = f->head,
+                          .embed_s = f->embed, .act_bytes_row = act};
 }
 
 static bt_plan_pipe_t pipe_of(const flat_t *f, int S, const int *bounds, double lat, double bw)
@@ -34,7 +35,8 @@ START_TEST(test_profile_interpolation)
 {
     int rows[3] = {1, 4, 16}, ctx[2] = {0, 1000};
     double layer[6] = {1, 2, 5, /* ctx 1000: */ 3, 4, 7}, head[3] = {0.5, 1, 2}, embed[3] = {0};
-    bt_profile_t p = {4, 3, rows, 2, ctx, layer, head, embed, 100, 0, NULL, NULL};
+    bt_profile_t p = {.n_layer = 4, .n_rows = 3, .rows = rows, .n_ctx = 2, .ctx = ctx,
+                      .layer_s = layer, .head_s = head, .embed_s = embed, .act_bytes_row = 100};
     ck_assert(NEAR(bt_profile_layer(&p, 4, 0), 2));
     ck_assert(NEAR(bt_profile_layer(&p, 10, 0), 3.5));  /* halfway 4 -> 16 */
     ck_assert(NEAR(bt_profile_layer(&p, 32, 0), 10));   /* in proportion past 16 */
@@ -136,6 +138,30 @@ START_TEST(test_gpipe_equal_stages)
             ck_assert(NEAR(sim.seconds, M * S * t_stage));
         }
     }
+}
+END_TEST
+
+/* Layers of two kinds (a DeepSeek model's dense first layers): each
+ * stage's time is its dense layers at their cost plus its others at
+ * theirs, and layer il's time is its kind's. */
+START_TEST(test_layer_kinds)
+{
+    flat_t f;
+    flat_init(&f, 8, 1e-3, 0); /* the average layer: 1 ms a row */
+    const double dense[2] = {0.25e-3, 0.25e-3 * 1024}, expert[2] = {2e-3, 2e-3 * 1024};
+    f.p.n_dense = 2;
+    f.p.dense_s = dense;
+    f.p.expert_s = expert;
+    ck_assert(NEAR(bt_profile_layer_at(&f.p, 1, 1, 0), 0.25e-3));
+    ck_assert(NEAR(bt_profile_layer_at(&f.p, 2, 1, 0), 2e-3));
+    ck_assert(NEAR(bt_profile_layer(&f.p, 1, 0), 1e-3));
+    const int b[3] = {0, 3, 8}; /* 2 dense + 1 expert | 5 expert */
+    const bt_plan_pipe_t p = pipe_of(&f, 2, b, 0, 0);
+    ck_assert(NEAR(bt_plan_stage_s(&p, 0, 1, 0, 0), 2 * 0.25e-3 + 2e-3));
+    ck_assert(NEAR(bt_plan_stage_s(&p, 1, 1, 0, 0), 5 * 2e-3));
+    /* without both kinds' tables, every layer is the average */
+    f.p.expert_s = NULL;
+    ck_assert(NEAR(bt_plan_stage_s(&p, 0, 1, 0, 0), 3e-3));
 }
 END_TEST
 
@@ -313,6 +339,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_profile_interpolation);
     tcase_add_test(tc, test_gpipe_equal_stages);
+    tcase_add_test(tc, test_layer_kinds);
     tcase_add_test(tc, test_slow_link);
     tcase_add_test(tc, test_tensor_stage);
     tcase_add_test(tc, test_crowding_and_experts);

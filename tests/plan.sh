@@ -180,6 +180,27 @@ else
     bad "2-rank baton-bench -sm tensor"; cat "$tmp/tpbench"
 fi
 
+# layers of two kinds (deepseek2: a dense first layer, then expert layers):
+# the profile times each kind beside the average, and the planner splits by
+# them (its table and a prediction of each node count)
+ds=$tmp/ds.gguf
+"$bin/baton-mkmodel" --shape tiny --arch deepseek2 -o "$ds" >/dev/null 2>&1 || bad "mkmodel deepseek2"
+if timeout 300 "$bin/baton-bench" -m "$ds" --profile -t 1 -ub 8 --profile-ctx 0,32 \
+    --hdf5 "$tmp/ds.h5" >"$tmp/ds.out" 2>&1 &&
+    "$py" - "$tmp/ds.h5" <<'PY' 2>"$tmp/err" &&
+import sys, h5py
+p = h5py.File(sys.argv[1], "r")["profile"][()]
+for kind in (b"layer", b"dense", b"expert"):
+    k = p[p["kind"] == kind]
+    assert len(k) == 4 * 2 and (k["seconds"] > 0).all(), (kind, len(k))
+PY
+    "$bin/baton-plan" --profile "$tmp/ds.h5" -t 1 --nodes 1-3 -p 64 -n 8 >"$tmp/ds.plan" 2>&1 &&
+    [ "$(grep -cE '^\| [123] \| [123] \| 1 \|' "$tmp/ds.plan")" -eq 3 ]; then
+    ok "deepseek2 profile: dense, expert and average layer rows; baton-plan splits 1-3 nodes"
+else
+    bad "deepseek2 profile"; cat "$tmp/ds.out" "$tmp/err" "$tmp/ds.plan" 2>/dev/null
+fi
+
 # bad input
 expect() { # RE CMD...: exits non-zero with one error line matching RE
     local re=$1; shift
