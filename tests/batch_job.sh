@@ -234,6 +234,26 @@ else
     bad "summary"; cat "$tmp/err"
 fi
 
+# ---- deepseek2 (MLA: each slot's latent cache rows): the twenty requests on
+# 1 rank at --parallel 1 and on 2 ranks at --parallel 4, the same ids and logits ----
+ds=${BT_GOLDEN_DIR:-${BT_SRCDIR:-$(dirname "$0")/..}/tests/data/golden}/tiny-deepseek3-golden.gguf
+for cfg in "1 1" "2 4"; do
+    set -- $cfg
+    run "$1" -m "$ds" --batch-file "$tmp/twenty.jsonl" --parallel "$2" -c 64 -t 1 -ub 8 \
+        -o "$tmp/ds-$1-$2.out" --dump-logits "$tmp/ds$1$2" >/dev/null 2>"$tmp/err" ||
+        { bad "deepseek2 on $1 rank(s), --parallel $2"; tail -n 5 "$tmp/err"; }
+done
+same_dumps() { for l in 1 7 20; do cmp -s "$tmp/ds11.$l" "$tmp/ds24.$l" || return 1; done; }
+if "$py" - "$tmp/ds-1-1.out" "$tmp/ds-2-4.out" <<'PY' && same_dumps; then
+import json, sys
+a, b = ({o['line']: o['tokens'] for o in map(json.loads, open(p))} for p in sys.argv[1:])
+assert len(a) == 20 and a == b, 'differ'
+PY
+    ok "deepseek2: 20 requests, 2 ranks at --parallel 4 give 1 rank's --parallel 1 ids and logits"
+else
+    bad "deepseek2: 2 ranks at --parallel 4 differ from 1 rank at --parallel 1"
+fi
+
 # ---- seeded sampling: the same at --parallel 1 and 8, on 1 and 2 ranks ----
 "$py" - "$tmp/sampled.jsonl" <<'PY'
 import json, random, sys
