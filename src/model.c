@@ -1206,6 +1206,30 @@ static size_t packed_bytes(bt_model_t *m, int i)
     return w->data != NULL ? bt_expert_packed_stride(w) * (size_t)n_mat : 0;
 }
 
+/* Packs x into dst PACK_CHUNK rows at a time (whole 16-row panels, the
+ * packed layout's unit, so the bytes are those of one call); with drop
+ * (mapped weights), each chunk's file pages go as soon as it is packed,
+ * so a large matrix (a vocabulary's head) is never held twice: a rank's
+ * peak memory is its weights, not its weights plus its largest matrix. */
+#define PACK_CHUNK 64
+static void pack_chunks(const bt_matrix_t *x, char *dst, bool drop)
+{
+    bt_matrix_t panel = *x;
+    panel.n_out = 16;
+    const size_t panel_bytes = bt_pack_bytes(&panel);
+    for (int64_t r0 = 0; r0 < x->n_out; r0 += PACK_CHUNK) {
+        bt_matrix_t c = *x;
+        c.data = (const uint8_t *)x->data + (size_t)r0 * x->row_bytes;
+        c.n_out = x->n_out - r0 < PACK_CHUNK ? x->n_out - r0 : PACK_CHUNK;
+        bt_pack(&c, dst + (size_t)(r0 / 16) * panel_bytes);
+        char *lo;
+        size_t len;
+        page_range(c.data, x->row_bytes * (size_t)c.n_out, &lo, &len);
+        if (drop && len > 0)
+            madvise(lo, len, MADV_DONTNEED);
+    }
+}
+
 uint64_t bt_model_pack_bytes(bt_model_t *m)
 {
     uint64_t total = 0;
@@ -1237,7 +1261,7 @@ bt_status_t bt_model_pack(bt_model_t *m)
             continue;
         for (int e = 0; e < n_mat; e++) { /* experts one after another */
             const bt_matrix_t x = bt_expert(w, e);
-            bt_pack(&x, buf + (size_t)e * bt_expert_packed_stride(w));
+            pack_chunks(&x, buf + (size_t)e * bt_expert_packed_stride(w), m->weights_copy == NULL);
         }
         w->packed = buf;
         buf += bytes;
