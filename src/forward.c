@@ -8,8 +8,8 @@
 #include <string.h>
 
 
-/* Floats per row of the FFN's hidden buffers: the dense width, or an
- * expert's for each of a row's k choices. */
+/* Floats per row of the FFN's hidden buffers: the dense width, an
+ * expert's for each of a row's k choices, or the shared experts'. */
 static size_t ff_width(const bt_hparams_t *hp)
 {
     size_t w = (size_t)hp->n_expert_used * (size_t)hp->n_ff_exp;
@@ -532,6 +532,25 @@ static float *head_rows(float *buf, int h, int n_tok, int w)
     return buf + (size_t)h * (size_t)n_tok * (size_t)w;
 }
 
+/* Head h's matrix of a per-head tensor w (MLA's k_b, v_b) on the first
+ * w->n_in values of head h of each row of src (heads `stride` floats
+ * apart, n_head a row), every head in one call: f->mla_out gets the
+ * products head by head (head_rows, w->n_out wide). */
+static void per_head(bt_forward_t *f, const bt_matrix_t *w, const float *src, int stride,
+                     int n_tok)
+{
+    const int nh = f->m->hp.n_head, n_in = (int)w->n_in, n_out = (int)w->n_out;
+    for (int h = 0; h < nh; h++) {
+        for (int t = 0; t < n_tok; t++)
+            memcpy(head_rows(f->mla_in, h, n_tok, n_in) + (size_t)t * n_in,
+                   src + ((size_t)t * nh + h) * stride, (size_t)n_in * sizeof(float));
+        const bt_matrix_t wh = bt_expert(w, h);
+        f->jobs[h] = job(head_rows(f->mla_out, h, n_tok, n_out), &wh,
+                         head_rows(f->mla_in, h, n_tok, n_in), n_tok);
+    }
+    bt_matmul_many(f->ops, f->jobs, nh, &f->scratch);
+}
+
 /* Multi-head Latent Attention on f->xn into f->o, in the latent space for
  * prefill and decode alike (so both give the same bits): each head's
  * query times its key up-projection (k_b) meets the cached latent rows
@@ -559,17 +578,7 @@ static void mla_attention(bt_forward_t *f, const bt_layer_t *l, int il, int n_to
     for (int t = 0; t < n_tok; t++) /* the latent normed, the shared rope key not */
         bt_rmsnorm_f32(f->k + (size_t)t * hd, f->k + (size_t)t * hd, l->kv_a_norm, 1, kvl,
                        hp->rms_eps);
-    /* each head's un-rotated query through its k_b: the query's latent part */
-    for (int h = 0; h < nh; h++)
-        for (int t = 0; t < n_tok; t++)
-            memcpy(head_rows(f->mla_in, h, n_tok, nope) + (size_t)t * nope,
-                   f->mla_q + ((size_t)t * nh + h) * dqk, (size_t)nope * fl);
-    for (int h = 0; h < nh; h++) {
-        const bt_matrix_t kb = bt_expert(&l->k_b, h);
-        f->jobs[h] = job(head_rows(f->mla_out, h, n_tok, kvl), &kb,
-                         head_rows(f->mla_in, h, n_tok, nope), n_tok);
-    }
-    bt_matmul_many(f->ops, f->jobs, nh, &f->scratch);
+    per_head(f, &l->k_b, f->mla_q, dqk, n_tok); /* the query's latent part */
     for (int t = 0; t < n_tok; t++)
         for (int h = 0; h < nh; h++) {
             float *q = f->q + ((size_t)t * nh + h) * hd;
@@ -579,17 +588,7 @@ static void mla_attention(bt_forward_t *f, const bt_layer_t *l, int il, int n_to
     rope_at(f, l, kvl);
     memcpy(f->v, f->k, (size_t)n_tok * hd * fl); /* the values are the same latent rows */
     attention(f, il, f->att);
-    /* each head's weighted latent through its v_b */
-    for (int h = 0; h < nh; h++)
-        for (int t = 0; t < n_tok; t++)
-            memcpy(head_rows(f->mla_in, h, n_tok, kvl) + (size_t)t * kvl,
-                   f->att + ((size_t)t * nh + h) * hd, (size_t)kvl * fl);
-    for (int h = 0; h < nh; h++) {
-        const bt_matrix_t vb = bt_expert(&l->v_b, h);
-        f->jobs[h] = job(head_rows(f->mla_out, h, n_tok, dv), &vb,
-                         head_rows(f->mla_in, h, n_tok, kvl), n_tok);
-    }
-    bt_matmul_many(f->ops, f->jobs, nh, &f->scratch);
+    per_head(f, &l->v_b, f->att, hd, n_tok); /* each head's weighted latent, its values */
     for (int t = 0; t < n_tok; t++)
         for (int h = 0; h < nh; h++)
             memcpy(f->mla_att + ((size_t)t * nh + h) * dv,
