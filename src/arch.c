@@ -126,7 +126,10 @@ const bt_arch_t *bt_arch_find(const char *name, size_t len)
     return NULL;
 }
 
-const char *bt_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, deepseek2"; }
+const char *bt_arch_names(void)
+{
+    return "llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, deepseek2";
+}
 
 const char *bt_arch_suffix(const bt_arch_t *a, int kind)
 {
@@ -136,4 +139,10 @@ const char *bt_arch_suffix(const bt_arch_t *a, int kind)
 bt_lt_set_t bt_arch_layer_bits(const bt_arch_t *a, bool experts)
 {
     return a->layer | (experts ? a->moe : a->dense);
+}
+
+bt_lt_set_t bt_arch_plain_query(bt_lt_set_t bits)
+{
+    const bt_lt_set_t pair = BT_LT_BIT(BT_LT_Q_A) | BT_LT_BIT(BT_LT_Q_A_NORM) | BT_LT_BIT(BT_LT_Q_B);
+    return (bits & ~pair) | BT_LT_BIT(BT_LT_Q);
 }

@@ -170,4 +170,8 @@ const char *bt_arch_names(void);
  * ones are a->layer_optional, and a->moe_optional with experts). */
 bt_lt_set_t bt_arch_layer_bits(const bt_arch_t *a, bool experts);
 
+/* bits with MLA's plain query (attn_q) in place of its low-rank pair: a
+ * file without attention.q_lora_rank (DeepSeek-V2-Lite). */
+bt_lt_set_t bt_arch_plain_query(bt_lt_set_t bits);
+
 #endif /* BT_ARCH_H */

@@ -512,11 +512,8 @@ static bool moe_layer(const bt_hparams_t *hp, int il)
  * query pair where an MLA file has no q_lora_rank (V2-Lite). */
 static bt_lt_set_t layer_required(const bt_hparams_t *hp, int il)
 {
-    bt_lt_set_t b = bt_arch_layer_bits(hp->arch, moe_layer(hp, il));
-    const bt_lt_set_t pair = BT_LT_BIT(BT_LT_Q_A) | BT_LT_BIT(BT_LT_Q_A_NORM) | BT_LT_BIT(BT_LT_Q_B);
-    if (hp->arch->mla && hp->q_lora == 0)
-        b = (b & ~pair) | BT_LT_BIT(BT_LT_Q);
-    return b;
+    const bt_lt_set_t b = bt_arch_layer_bits(hp->arch, moe_layer(hp, il));
+    return hp->arch->mla && hp->q_lora == 0 ? bt_arch_plain_query(b) : b;
 }
 
 /* The kinds layer il may have. */
@@ -1171,8 +1168,8 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
 }
 
 /* The bound matrices the ops multiply with (the head's, tied or not, but
- * not the embedding's rows, which are looked up): how many, and the i-th. */
-/* The kinds that are matrices, each layer's in this order. */
+ * not the embedding's rows, which are looked up): each layer's kinds that
+ * are matrices, in this order, then the head; how many, and the i-th. */
 static const int matrix_kinds[] = {
     BT_LT_Q,         BT_LT_K,        BT_LT_V,          BT_LT_O,          BT_LT_GATE,
     BT_LT_UP,        BT_LT_DOWN,     BT_LT_ROUTER,     BT_LT_GATE_EXPS,  BT_LT_UP_EXPS,

@@ -421,8 +421,7 @@ static bt_lt_set_t synth_layer_bits(const bt_synth_shape_t *s, const bt_arch_t *
     const bool moe = s->n_expert > 0 && (!a->mla || il >= s->n_dense);
     bt_lt_set_t bits = bt_arch_layer_bits(a, moe);
     if (a->mla && s->q_lora == 0)
-        bits = (bits & ~(BT_LT_BIT(BT_LT_Q_A) | BT_LT_BIT(BT_LT_Q_A_NORM) |
-                         BT_LT_BIT(BT_LT_Q_B))) | BT_LT_BIT(BT_LT_Q);
+        bits = bt_arch_plain_query(bits);
     if (a->mla && moe && s->sigmoid)
         bits |= BT_LT_BIT(BT_LT_EXP_PROBS_B);
     return bits;
