@@ -164,7 +164,8 @@ static bt_pipe_config_t pipe_cfg;
 static bt_serve_stats_t serve(job_t *j, int n_slots, int ubatch, bool sync, int n_groups)
 {
     bt_serve_config_t cfg = {n_slots, n_groups, ubatch, sync, true};
-    bt_serve_hooks_t h = {next_req, on_token, on_finish, on_logits, j};
+    bt_serve_hooks_t h = {.next = next_req, .token = on_token, .finish = on_finish,
+                         .logits = on_logits, .arg = j};
     bt_serve_stats_t stats = {0};
     ck_assert_int_eq(bt_pipe_serve(&pipe_, &cfg, &h, &stats), BT_OK);
     if (rank == 0)

@@ -1,21 +1,91 @@
 /* serve.c: many sequences through the pipeline (serve.h). */
 #include "stages/serve.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The ids message of a micro-batch (BT_TAG_IDS, the last stage to rank 0),
+ * in int32 words: the micro-batch, one chosen id per sampling row, then
+ * for each of those rows whose sequence asked for log-probabilities, in
+ * the same order, lp_words(n_top) words (logprob_words), then the last
+ * stage's busy seconds so far (a double in two words). */
+#define BUSY_WORDS 2
+
+/* Words of one row's log-probabilities: its own, then n_top (id, value). */
+static int lp_words(int lp)
+{
+    return lp > 0 ? 1 + 2 * (lp - 1) : 0;
+}
+
+/* Words of the largest ids message. */
+static int ids_words(int max_tok)
+{
+    return 1 + max_tok + max_tok * lp_words(BT_SERVE_MAX_TOP + 1) + BUSY_WORDS;
+}
+
+static int32_t float_word(float f)
+{
+    int32_t w;
+    memcpy(&w, &f, sizeof w);
+    return w;
+}
+
+static float word_float(int32_t w)
+{
+    float f;
+    memcpy(&f, &w, sizeof f);
+    return f;
+}
+
+/* The log-probabilities of chosen under row (serve.h, bt_logprobs_t) into
+ * out: lp_words(1 + n_top) words. In double, in one order: the same bits
+ * wherever the row was computed. */
+static void logprob_words(const float *row, int n_vocab, int32_t chosen, int n_top, int32_t *out)
+{
+    float mx = row[0];
+    for (int i = 1; i < n_vocab; i++)
+        mx = row[i] > mx ? row[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < n_vocab; i++)
+        sum += exp((double)row[i] - mx);
+    const double lse = mx + log(sum);
+    int32_t top[BT_SERVE_MAX_TOP];
+    int n = 0;
+    for (int i = 0; i < n_vocab && n_top > 0; i++) { /* ascending ids: ties keep the lower */
+        if (n == n_top && !(row[i] > row[top[n - 1]]))
+            continue;
+        int k = n < n_top ? n++ : n - 1;
+        while (k > 0 && row[i] > row[top[k - 1]]) {
+            top[k] = top[k - 1];
+            k--;
+        }
+        top[k] = i;
+    }
+    out[0] = float_word((float)(row[chosen] - lse));
+    for (int k = 0; k < n; k++) {
+        out[1 + 2 * k] = top[k];
+        out[2 + 2 * k] = float_word((float)(row[top[k]] - lse));
+    }
+}
 
 /* ---- the last stage: samplers per slot ---- */
 
 /* What rank 0 tells the last stage about a new sequence (BT_TAG_SEQ),
  * followed by n_hist prompt ids for the repetition penalty. */
 typedef struct seq_msg {
-    int32_t id, slot, n_hist, pad;
+    int32_t id, slot, n_hist;
+    int32_t lp; /* 0: no log-probabilities; else 1 + the top ids wanted */
     bt_sampler_params_t sp;
 } seq_msg_t;
 
 typedef struct last_stage {
     bt_sampler_t **samplers; /* [n_slots] */
     int *id;                 /* [n_slots] the request in each slot */
+    int *lp;                 /* [n_slots] its seq_msg_t.lp */
+    int32_t *lpw;            /* [max_tok * lp_words(max)] the rows' log-probabilities */
+    int n_lpw;
+    double busy;             /* seconds computing and sampling */
     int *idx;                /* [max_tok] rows that need logits */
     int32_t *ids;            /* [1 + max_tok] mb, then the chosen ids */
     void *msg;               /* a received seq_msg_t and its history */
@@ -34,6 +104,7 @@ static bt_status_t begin_seq(bt_pipe_t *p, last_stage_t *ls, const seq_msg_t *m,
     bt_sampler_free(ls->samplers[m->slot]);
     ls->samplers[m->slot] = NULL;
     ls->id[m->slot] = m->id;
+    ls->lp[m->slot] = m->lp;
     if (p->no_sampling)
         return BT_OK;
     bt_status_t st = bt_sampler_init(&m->sp, p->model->hp.n_vocab, &ls->samplers[m->slot]);
@@ -76,6 +147,7 @@ static bt_status_t last_rows(bt_pipe_t *p, last_stage_t *ls, const bt_row_t *row
     bt_status_t st = BT_OK;
     int n_idx = 0;
     *n_ids = 0;
+    ls->n_lpw = 0;
     for (int r = 0; r < n && st == BT_OK; r++) {
         if ((rows[r].flags & BT_ROW_FIRST) && p->n_stages > 1)
             st = recv_seq(p, ls);
@@ -92,7 +164,13 @@ static bt_status_t last_rows(bt_pipe_t *p, last_stage_t *ls, const bt_row_t *row
                 st = h->logits(h->arg, ls->id[w->slot], w->pos, row);
             if (!(w->flags & BT_ROW_SAMPLE))
                 continue;
-            ls->ids[1 + (*n_ids)++] = bt_pipe_choose(p, ls->samplers[w->slot], row);
+            const int32_t chosen = bt_pipe_choose(p, ls->samplers[w->slot], row);
+            ls->ids[1 + (*n_ids)++] = chosen;
+            const int lp = ls->lp[w->slot];
+            if (lp > 0) {
+                logprob_words(row, n_vocab, chosen, lp - 1, ls->lpw + ls->n_lpw);
+                ls->n_lpw += lp_words(lp);
+            }
         }
     }
     return st;
@@ -104,6 +182,8 @@ static void last_stage_free(last_stage_t *ls, int n_slots)
         bt_sampler_free(ls->samplers[i]);
     free(ls->samplers);
     free(ls->id);
+    free(ls->lp);
+    free(ls->lpw);
     free(ls->idx);
     free(ls->ids);
     free(ls->msg);
@@ -114,9 +194,11 @@ static bt_status_t last_stage_init(last_stage_t *ls, const bt_pipe_t *p)
     *ls = (last_stage_t){0};
     ls->samplers = calloc((size_t)p->n_slots, sizeof *ls->samplers);
     ls->id = calloc((size_t)p->n_slots, sizeof *ls->id);
+    ls->lp = calloc((size_t)p->n_slots, sizeof *ls->lp);
+    ls->lpw = malloc(sizeof *ls->lpw * (size_t)p->max_tok * lp_words(BT_SERVE_MAX_TOP + 1));
     ls->idx = malloc(sizeof *ls->idx * (size_t)p->max_tok);
-    ls->ids = malloc(sizeof *ls->ids * (size_t)(p->max_tok + 1));
-    if (!ls->samplers || !ls->id || !ls->idx || !ls->ids) {
+    ls->ids = malloc(sizeof *ls->ids * (size_t)ids_words(p->max_tok));
+    if (!ls->samplers || !ls->id || !ls->lp || !ls->lpw || !ls->idx || !ls->ids) {
         last_stage_free(ls, p->n_slots);
         bt_log_error("serve: cannot allocate the last stage's tables for %d slots",
                      p->n_slots);
@@ -157,7 +239,7 @@ typedef struct sched {
     int n_active;
     bool no_more;      /* hooks.next has nothing left */
     int32_t *tokens;   /* [max_tok] the inputs of the micro-batch being formed */
-    int32_t *ids;      /* [1 + max_tok] a received ids message */
+    int32_t *ids;      /* [ids_words(max_tok)] a received ids message */
     MPI_Request ids_req; /* the receive of the next ids message, posted while any is due */
     bt_serve_stats_t stats;
 } sched_t;
@@ -173,9 +255,11 @@ static bt_status_t admit(sched_t *sc, int s, int id, const bt_seq_req_t *rq)
     bt_pipe_t *p = sc->p;
     seq_t *q = &sc->seq[s];
     const int n_vocab = p->model->hp.n_vocab;
-    if (rq->n_tokens < 1 || rq->n_tokens > p->fwd->n_ctx || rq->n_predict < 1) {
-        bt_log_error("serve: request %d: %d prompt ids and n_predict %d (the context holds %d)",
-                     id, rq->n_tokens, rq->n_predict, p->fwd->n_ctx);
+    if (rq->n_tokens < 1 || rq->n_tokens > p->fwd->n_ctx || rq->n_predict < 1 ||
+        rq->top_logprobs < 0 || rq->top_logprobs > BT_SERVE_MAX_TOP) {
+        bt_log_error("serve: request %d: %d prompt ids, n_predict %d, %d top log-probabilities "
+                     "(the context holds %d, at most %d top)", id, rq->n_tokens, rq->n_predict,
+                     rq->top_logprobs, p->fwd->n_ctx, BT_SERVE_MAX_TOP);
         return BT_ERR_ARG;
     }
     for (int i = 0; i < rq->n_tokens; i++)
@@ -206,7 +290,7 @@ static bt_status_t admit(sched_t *sc, int s, int id, const bt_seq_req_t *rq)
         return BT_ERR_NOMEM;
     }
     memcpy(q->prompt, rq->tokens, sizeof *q->prompt * (size_t)rq->n_tokens);
-    *q->msg = (seq_msg_t){id, s, n_hist, 0, rq->sampling};
+    *q->msg = (seq_msg_t){id, s, n_hist, rq->logprobs ? 1 + rq->top_logprobs : 0, rq->sampling};
     memcpy(q->msg + 1, rq->tokens + rq->n_tokens - n_hist, sizeof(int32_t) * (size_t)n_hist);
     q->id = id;
     q->n_prompt = rq->n_tokens;
@@ -226,11 +310,12 @@ static bt_status_t admit_all(sched_t *sc)
         if (sc->seq[s].id >= 0)
             continue;
         int id = -1;
-        bt_seq_req_t rq;
-        if (!sc->h->next(sc->h->arg, &id, &rq))
-            sc->no_more = true;
-        else
-            st = admit(sc, s, id, &rq);
+        bt_seq_req_t rq = {0};
+        if (!sc->h->next(sc->h->arg, &id, &rq)) {
+            sc->no_more = sc->h->wait == NULL; /* else: none now */
+            break;
+        }
+        st = admit(sc, s, id, &rq);
     }
     return st;
 }
@@ -319,17 +404,60 @@ static void finish(sched_t *sc, int s, bt_finish_t why)
     sc->stats.n_requests++;
 }
 
-/* The ids of micro-batch mb, one per sampling row in row order. */
-static void apply_ids(sched_t *sc, int mb, const int32_t *ids, int n)
+static bool cancelled(const sched_t *sc, int id)
+{
+    return sc->h->cancelled != NULL && sc->h->cancelled(sc->h->arg, id);
+}
+
+/* Frees the slots of cancelled requests that wait on nothing (the others
+ * end when their next id arrives). */
+static void reap(sched_t *sc)
+{
+    for (int s = 0; s < sc->cfg->n_slots && sc->h->cancelled != NULL; s++)
+        if (sc->seq[s].id >= 0 && !sc->seq[s].waiting && cancelled(sc, sc->seq[s].id))
+            finish(sc, s, BT_FINISH_CANCEL);
+}
+
+/* Words of the log-probabilities in micro-batch mb's ids message. */
+static int mb_lp_words(const sched_t *sc, int mb)
+{
+    const int *slots = sc->flight + (size_t)(mb % sc->max_flight) * sc->p->max_tok;
+    int n = 0;
+    for (int i = 0; i < sc->flight_n[mb % sc->max_flight]; i++)
+        n += lp_words(sc->seq[slots[i]].msg->lp);
+    return n;
+}
+
+/* Hands a chosen token's log-probabilities (words from logprob_words) over. */
+static void give_logprobs(sched_t *sc, int id, int lp, const int32_t *w)
+{
+    bt_logprobs_t l = {.logprob = word_float(w[0]), .n_top = lp - 1};
+    for (int k = 0; k < l.n_top; k++) {
+        l.top_id[k] = w[1 + 2 * k];
+        l.top_logprob[k] = word_float(w[2 + 2 * k]);
+    }
+    if (sc->h->logprobs != NULL)
+        sc->h->logprobs(sc->h->arg, id, &l);
+}
+
+/* The ids of micro-batch mb, one per sampling row in row order, and after
+ * them (lpw) the log-probabilities of the rows that asked. */
+static void apply_ids(sched_t *sc, int mb, const int32_t *ids, int n, const int32_t *lpw)
 {
     const int *slots = sc->flight + (size_t)(mb % sc->max_flight) * sc->p->max_tok;
     const int n_ctx = sc->p->fwd->n_ctx;
     for (int i = 0; i < n; i++) {
         seq_t *q = &sc->seq[slots[i]];
+        const int lp = q->msg->lp;
         q->waiting = false;
         q->n_chosen++;
         sc->stats.n_chosen++;
-        if (!sc->h->token(sc->h->arg, q->id, ids[i]))
+        if (lp > 0 && !cancelled(sc, q->id))
+            give_logprobs(sc, q->id, lp, lpw);
+        lpw += lp_words(lp);
+        if (cancelled(sc, q->id))
+            finish(sc, slots[i], BT_FINISH_CANCEL);
+        else if (!sc->h->token(sc->h->arg, q->id, ids[i]))
             finish(sc, slots[i], BT_FINISH_STOP);
         else if (q->n_chosen >= q->n_predict || q->pos >= n_ctx)
             finish(sc, slots[i], BT_FINISH_LENGTH);
@@ -346,8 +474,8 @@ static bt_status_t post_ids(sched_t *sc)
     const bt_pipe_t *p = sc->p;
     if (sc->ids_req != MPI_REQUEST_NULL || sc->mb_sent == sc->mb_done)
         return BT_OK;
-    BT_MPI_CHECK(MPI_Irecv(sc->ids, p->max_tok + 1, MPI_INT32_T, p->n_stages - 1, BT_TAG_IDS,
-                           p->comm, &sc->ids_req));
+    BT_MPI_CHECK(MPI_Irecv(sc->ids, ids_words(p->max_tok), MPI_INT32_T, p->n_stages - 1,
+                           BT_TAG_IDS, p->comm, &sc->ids_req));
     return BT_OK;
 }
 
@@ -366,12 +494,16 @@ static bt_status_t recv_ids(sched_t *sc)
     bt_trace_span(p->tr.trace, BT_EV_TOKEN_WAIT, sc->mb_done, t0);
     MPI_Get_count(&status, MPI_INT32_T, &count);
     const int want = sc->flight_n[sc->mb_done % sc->max_flight];
-    if (count != want + 1 || ids[0] != sc->mb_done) {
-        bt_log_error("serve: expected %d ids of micro-batch %d, got %d of micro-batch %d", want,
-                     sc->mb_done, count - 1, ids[0]);
+    const int n_lpw = mb_lp_words(sc, sc->mb_done);
+    if (count != 1 + want + n_lpw + BUSY_WORDS || ids[0] != sc->mb_done) {
+        bt_log_error("serve: expected %d words of micro-batch %d's ids, got %d of micro-batch %d",
+                     1 + want + n_lpw + BUSY_WORDS, sc->mb_done, count, ids[0]);
         return BT_ERR_MPI;
     }
-    apply_ids(sc, sc->mb_done++, ids + 1, want);
+    memcpy(&sc->stats.busy_last, ids + 1 + want + n_lpw, sizeof(double));
+    apply_ids(sc, sc->mb_done++, ids + 1, want, ids + 1 + want);
+    if (sc->h->progress != NULL)
+        sc->h->progress(sc->h->arg, &sc->stats);
     return post_ids(sc);
 }
 
@@ -384,7 +516,7 @@ static bt_status_t send_mb(sched_t *sc, int n)
     bt_row_t *rows = bt_transport_rows(t, slot);
     bt_transport_header(t, slot)->n_rows = n;
     float *x = bt_transport_payload(t, slot);
-    const double t0 = bt_trace_now(t->trace);
+    const double t0 = bt_trace_now(t->trace), busy0 = bt_now();
     bt_status_t st = bt_forward_embed(p->fwd, sc->tokens, n, x);
     p->tensor.mb = sc->mb_sent;
     if (st == BT_OK)
@@ -394,11 +526,15 @@ static bt_status_t send_mb(sched_t *sc, int n)
         st = last_rows(p, sc->ls, rows, n, x, sc->h, &n_ids);
     bt_trace_span(t->trace, BT_EV_COMPUTE, sc->mb_sent, t0);
     sc->stats.n_mb++;
+    sc->stats.busy_first += bt_now() - busy0;
     if (st != BT_OK)
         return st;
     if (p->last) { /* one stage: the ids are here */
         sc->mb_sent++;
-        apply_ids(sc, sc->mb_done++, sc->ls->ids + 1, n_ids);
+        sc->stats.busy_last = sc->stats.busy_first;
+        apply_ids(sc, sc->mb_done++, sc->ls->ids + 1, n_ids, sc->ls->lpw);
+        if (sc->h->progress != NULL)
+            sc->h->progress(sc->h->arg, &sc->stats);
         return BT_OK;
     }
     *bt_transport_header(t, slot) = (bt_act_header_t){.mb = sc->mb_sent++, .n_rows = n};
@@ -411,6 +547,7 @@ static bt_status_t schedule(sched_t *sc)
     bt_pipe_t *p = sc->p;
     bt_status_t st = BT_OK;
     while (st == BT_OK) {
+        reap(sc);
         if ((st = admit_all(sc)) != BT_OK)
             break;
         if (sc->mb_sent - sc->mb_done < sc->max_flight) {
@@ -429,6 +566,8 @@ static bt_status_t schedule(sched_t *sc)
             st = recv_ids(sc);
         else if (sc->n_active == 0 && sc->no_more)
             break;
+        else if (sc->n_active == 0 && sc->h->wait != NULL)
+            sc->no_more = !sc->h->wait(sc->h->arg);
         else { /* every active sequence waits on nothing: cannot happen */
             bt_log_error("serve: %d sequences active and nothing to run", sc->n_active);
             st = BT_ERR_MPI;
@@ -467,7 +606,7 @@ static bt_status_t sched_init(sched_t *sc)
     sc->flight = malloc(sizeof *sc->flight * (size_t)sc->max_flight * (size_t)p->max_tok);
     sc->flight_n = calloc((size_t)sc->max_flight, sizeof *sc->flight_n);
     sc->tokens = malloc(sizeof *sc->tokens * (size_t)p->max_tok);
-    sc->ids = malloc(sizeof *sc->ids * (size_t)(p->max_tok + 1));
+    sc->ids = malloc(sizeof *sc->ids * (size_t)ids_words(p->max_tok));
     if (!sc->seq || !sc->flight || !sc->flight_n || !sc->tokens || !sc->ids) {
         bt_log_error("serve: cannot allocate the scheduler's tables for %d slots", c->n_slots);
         return BT_ERR_NOMEM;
@@ -501,7 +640,7 @@ static bt_status_t follow(bt_pipe_t *p, last_stage_t *ls, const bt_serve_hooks_t
         const int n = bt_transport_header(t, slot)->n_rows;
         const bt_row_t *rows = bt_transport_rows(t, slot);
         float *x = bt_transport_payload(t, slot);
-        const double t0 = bt_trace_now(t->trace);
+        const double t0 = bt_trace_now(t->trace), busy0 = bt_now();
         p->tensor.mb = mb;
         st = bt_tensor_layers(&p->tensor, x, rows, n);
         int n_ids = 0;
@@ -511,8 +650,12 @@ static bt_status_t follow(bt_pipe_t *p, last_stage_t *ls, const bt_serve_hooks_t
         if (st != BT_OK)
             break;
         if (p->last) {
+            ls->busy += bt_now() - busy0;
             ls->ids[0] = mb;
-            BT_MPI_CHECK(MPI_Send(ls->ids, n_ids + 1, MPI_INT32_T, 0, BT_TAG_IDS, p->comm));
+            memcpy(ls->ids + 1 + n_ids, ls->lpw, sizeof *ls->lpw * (size_t)ls->n_lpw);
+            memcpy(ls->ids + 1 + n_ids + ls->n_lpw, &ls->busy, sizeof ls->busy);
+            BT_MPI_CHECK(MPI_Send(ls->ids, 1 + n_ids + ls->n_lpw + BUSY_WORDS, MPI_INT32_T, 0,
+                                  BT_TAG_IDS, p->comm));
         } else {
             st = bt_transport_send(t, slot);
         }

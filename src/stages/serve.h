@@ -37,7 +37,11 @@
 typedef enum bt_finish {
     BT_FINISH_STOP = 0,   /* hooks.token returned false (end of generation) */
     BT_FINISH_LENGTH = 1, /* n_predict tokens chosen, or the slot's context is full */
+    BT_FINISH_CANCEL = 2, /* hooks.cancelled said so (its client went away, a drain) */
 } bt_finish_t;
+
+/* Most alternatives a sequence's log-probabilities name per token. */
+#define BT_SERVE_MAX_TOP 20
 
 /* One request as rank 0 hands it to the engine. */
 typedef struct bt_seq_req {
@@ -45,11 +49,35 @@ typedef struct bt_seq_req {
     int n_tokens;          /* 1 .. the context per slot */
     int n_predict;         /* tokens to choose, >= 1 */
     bt_sampler_params_t sampling; /* this sequence's own sampler (temp <= 0: greedy) */
+    bool logprobs;         /* hooks.logprobs for every chosen token */
+    int top_logprobs;      /* with it, this many most likely ids (0 .. BT_SERVE_MAX_TOP) */
 } bt_seq_req_t;
+
+/* A chosen token's log-probability under the model (log-softmax of its
+ * logits row, before any sampler step) and the n_top most likely ids,
+ * most likely first (equal ones: the lower id first). */
+typedef struct bt_logprobs {
+    float logprob;
+    int n_top;
+    int32_t top_id[BT_SERVE_MAX_TOP];
+    float top_logprob[BT_SERVE_MAX_TOP];
+} bt_logprobs_t;
+
+typedef struct bt_serve_stats {
+    int64_t n_prompt;  /* prompt rows computed */
+    int64_t n_decode;  /* decode rows computed */
+    int64_t n_chosen;  /* tokens chosen */
+    int n_mb;          /* micro-batches */
+    int n_requests;    /* requests finished */
+    double busy_first; /* seconds stage 0 (rank 0) spent computing */
+    double busy_last;  /* seconds the last stage spent computing and sampling (as of the
+                        * last ids message) */
+} bt_serve_stats_t;
 
 typedef struct bt_serve_hooks {
     /* rank 0: the next request to admit: true with *id (the caller's,
-     * >= 0) and *req filled, false when none is left. */
+     * >= 0) and *req filled, false when none is left (with hooks.wait:
+     * none now). */
     bool (*next)(void *arg, int *id, bt_seq_req_t *req);
     /* rank 0: a token chosen for request id; false ends it (BT_FINISH_STOP,
      * the token is not fed). */
@@ -60,6 +88,23 @@ typedef struct bt_serve_hooks {
      * (the sampled rows; every row with bt_serve_config_t.all_logits). */
     bt_status_t (*logits)(void *arg, int id, int pos, const float *row);
     void *arg;
+    /* the front end's hooks (baton-server); NULL in a batch job */
+    /* rank 0, may be NULL: called when nothing is admitted or in flight;
+     * blocks until hooks.next may have a request. false: serve no more
+     * (bt_pipe_serve returns). NULL: the first false from hooks.next
+     * ends the run once the admitted requests have finished. */
+    bool (*wait)(void *arg);
+    /* rank 0, may be NULL: whether request id is to end now. Asked for
+     * every admitted request on each round of the scheduler and before
+     * each of its tokens is handed over; a cancelled request frees its slot
+     * at once (rows of it still in flight are computed and dropped) and
+     * ends with BT_FINISH_CANCEL. */
+    bool (*cancelled)(void *arg, int id);
+    /* rank 0, may be NULL: a requested token's log-probabilities, just
+     * before hooks.token hands over the same token. */
+    void (*logprobs)(void *arg, int id, const bt_logprobs_t *lp);
+    /* rank 0, may be NULL: the figures so far, after each micro-batch's ids. */
+    void (*progress)(void *arg, const bt_serve_stats_t *stats);
 } bt_serve_hooks_t;
 
 typedef struct bt_serve_config {
@@ -69,14 +114,6 @@ typedef struct bt_serve_config {
     bool sync;       /* --pipeline 0: one micro-batch in flight at a time */
     bool all_logits; /* hooks.logits for every row, not only the sampled ones */
 } bt_serve_config_t;
-
-typedef struct bt_serve_stats {
-    int64_t n_prompt;  /* prompt rows computed */
-    int64_t n_decode;  /* decode rows computed */
-    int64_t n_chosen;  /* tokens chosen */
-    int n_mb;          /* micro-batches */
-    int n_requests;    /* requests finished */
-} bt_serve_stats_t;
 
 /* Decode groups when none are asked for: one per stage, so every stage
  * has a group to work on, never more than the sequences. */
