@@ -1,7 +1,8 @@
 /*
  * check_chat.c: chat templates (chat.h).
  *   format: which format a GGUF's metadata selects
- *   turns:  the exact text of ChatML and Gemma turns
+ *   turns:  the exact text of ChatML, Gemma and Llama 3 turns and of whole
+ *           conversations (baton-server's messages)
  * The Gemma turns as token ids on the real vocabulary are checked by
  * check_tokenizer --gemma3.
  */
@@ -49,6 +50,10 @@ static const char gemma_tpl[] =
     "message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
     "{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}";
 
+static const char llama3_tpl[] =
+    "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+    "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}";
+
 START_TEST(test_format)
 {
     char *sys;
@@ -70,6 +75,13 @@ START_TEST(test_format)
     ck_assert_str_eq(bt_chat_format_name(BT_CHAT_NONE), "none");
     ck_assert_str_eq(bt_chat_format_name(BT_CHAT_CHATML), "chatml");
     ck_assert_str_eq(bt_chat_format_name(BT_CHAT_GEMMA), "gemma");
+    ck_assert_str_eq(bt_chat_format_name(BT_CHAT_LLAMA3), "llama3");
+    ck_assert_int_eq(format_of("llama", llama3_tpl, &sys), BT_CHAT_LLAMA3);
+    ck_assert_ptr_null(sys);
+    for (int f = BT_CHAT_CHATML; f <= BT_CHAT_LLAMA3; f++)
+        ck_assert_int_eq(bt_chat_format_by_name(bt_chat_format_name(f)), f);
+    ck_assert_int_eq(bt_chat_format_by_name("mistral"), BT_CHAT_NONE);
+    ck_assert_int_eq(bt_chat_format_by_name("none"), BT_CHAT_NONE);
 }
 END_TEST
 
@@ -121,6 +133,56 @@ START_TEST(test_turns_gemma)
 }
 END_TEST
 
+START_TEST(test_turns_llama3)
+{
+    expect_turn(BT_CHAT_LLAMA3, " Hi\n", "Be terse.", true,
+                "<|start_header_id|>system<|end_header_id|>\n\nBe terse.<|eot_id|>"
+                "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    expect_turn(BT_CHAT_LLAMA3, "More", NULL, false,
+                "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nMore<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+END_TEST
+
+static void expect_render(bt_chat_format_t f, const bt_chat_msg_t *m, int n, const char *sys,
+                          const char *want)
+{
+    char *got = bt_chat_render(f, m, n, sys);
+    ck_assert_ptr_nonnull(got);
+    ck_assert_str_eq(got, want);
+    free(got);
+}
+
+/* Whole conversations: system, user and assistant messages in order. */
+START_TEST(test_render)
+{
+    const bt_chat_msg_t conv[] = {
+        {"system", "S"}, {"user", "U1"}, {"assistant", "A1"}, {"user", "U2"},
+    };
+    expect_render(BT_CHAT_CHATML, conv, 4, "default",
+                  "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
+                  "<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n"
+                  "<|im_start|>assistant\n");
+    /* no system message: the template's default opens it */
+    expect_render(BT_CHAT_CHATML, conv + 1, 1, "default",
+                  "<|im_start|>system\ndefault<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
+                  "<|im_start|>assistant\n");
+    /* Gemma: the system message opens the next user message; "model" replies */
+    expect_render(BT_CHAT_GEMMA, conv, 4, NULL,
+                  "<start_of_turn>user\nS\n\nU1<end_of_turn>\n<start_of_turn>model\nA1"
+                  "<end_of_turn>\n<start_of_turn>user\nU2<end_of_turn>\n<start_of_turn>model\n");
+    expect_render(BT_CHAT_LLAMA3, conv + 1, 3, NULL,
+                  "<|start_header_id|>user<|end_header_id|>\n\nU1<|eot_id|>"
+                  "<|start_header_id|>assistant<|end_header_id|>\n\nA1<|eot_id|>"
+                  "<|start_header_id|>user<|end_header_id|>\n\nU2<|eot_id|>"
+                  "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    const bt_chat_msg_t bad[] = {{"tool", "x"}};
+    ck_assert_ptr_null(bt_chat_render(BT_CHAT_CHATML, bad, 1, NULL));
+    ck_assert_ptr_null(bt_chat_render(BT_CHAT_NONE, conv, 4, NULL));
+}
+END_TEST
+
 static Suite *chat_suite(void)
 {
     Suite *s = suite_create("chat");
@@ -130,6 +192,8 @@ static Suite *chat_suite(void)
     tc = tcase_create("turns");
     tcase_add_test(tc, test_turns_chatml);
     tcase_add_test(tc, test_turns_gemma);
+    tcase_add_test(tc, test_turns_llama3);
+    tcase_add_test(tc, test_render);
     suite_add_tcase(s, tc);
     return s;
 }
