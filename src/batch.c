@@ -19,6 +19,7 @@
 
 #include "chat.h"
 #include "rng.h"
+#include "runopts.h"
 #include "stages/partition.h"
 #include "stages/schedule.h"
 #include "stages/serve.h"
@@ -673,18 +674,7 @@ static bt_status_t hook_logits(void *arg, int id, int pos, const float *row)
 
 bt_status_t bt_batch_check_options(const bt_batch_options_t *o)
 {
-    const bt_sampler_params_t *sp = &o->sampling;
-    const char *bad = !(sp->temp >= 0.0f)                       ? "--temp must be >= 0"
-                      : !(sp->top_p > 0.0f && sp->top_p <= 1.0f) ? "--top-p must be in (0, 1]"
-                      : !(sp->min_p >= 0.0f && sp->min_p <= 1.0f) ? "--min-p must be in [0, 1]"
-                      : !(sp->repeat_penalty > 0.0f)            ? "--repeat-penalty must be > 0"
-                                                                : NULL;
-    if (bad != NULL) {
-        bt_log_error("%s (temp %g, top-p %g, min-p %g, repeat penalty %g)", bad, sp->temp,
-                     sp->top_p, sp->min_p, sp->repeat_penalty);
-        return BT_ERR_ARG;
-    }
-    return BT_OK;
+    return bt_run_check_sampling(&o->sampling);
 }
 
 /* rank 0: tokenizer, chat template, pool, figures; the job seed. */

@@ -21,36 +21,25 @@
 #include "batch.h"
 #include "chat.h"
 #include "kv_cache.h"
+#include "runopts.h"
 #include "sampler.h"
 #include "stages/partition.h"
 #include "stages/schedule.h"
 #include "tokenizer.h"
 
 typedef struct options {
-    const char *model;
+    bt_run_opts_t r;     /* model, layout, kernels, cache, threads, sampling */
     const char *prompt;  /* -p text */
     int *tokens;         /* --tokens ids */
     int n_tokens;
     int n_predict;       /* -n; -1: not given */
-    int n_ctx;           /* 0: default */
-    int batch, ubatch, threads, pipeline;
-    int pipeline_given;
-    int split_tensor;    /* -sm tensor */
-    int tp;              /* -tp: tensor ranks per stage; 0: not given */
-    int ubatch_given;    /* -ub given (else a batch job takes BT_BATCH_DEFAULT_UBATCH) */
-    double *ratios;
-    int n_ratios;
+    int batch;           /* -b */
     int chat, interactive;
     const char *system;
-    bt_sampler_params_t sampling;
-    int temp_given, seed_given;
     int print_ids;
     const char *dump_logits;
     const char *trace;
-    const bt_ops_t *ops; /* --kernels */
-    int verbose, help;
-    int mmap;            /* 1: map the weights (default); 0: read them into memory */
-    int kv_type;         /* --kv-type: BT_TYPE_F32 (default) or BT_TYPE_F16 */
+    int help;
     const char *batch_file; /* --batch-file: requests as JSON lines (batch.h) */
     const char *output;  /* -o: the batch job's completions (default stdout) */
     int parallel;        /* --parallel; 0: not given */
@@ -112,93 +101,45 @@ static void usage(FILE *f)
 }
 
 enum {
-    OPT_TOKENS = 256, OPT_DUMP, OPT_REF, OPT_UB, OPT_PIPELINE, OPT_TS, OPT_TRACE, OPT_CHAT,
-    OPT_SYS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_PENALTY, OPT_LASTN, OPT_IDS,
-    OPT_KERNELS, OPT_MMAP, OPT_NO_MMAP, OPT_KV_TYPE, OPT_BATCH, OPT_PARALLEL, OPT_GROUPS,
-    OPT_SM, OPT_TP,
+    OPT_TOKENS = BT_RUN_OPT_END, OPT_DUMP, OPT_TRACE, OPT_CHAT, OPT_SYS, OPT_IDS, OPT_BATCH,
+    OPT_PARALLEL, OPT_GROUPS,
 };
-
-/* llama.cpp's multi-letter single-dash flags, rewritten for getopt_long. */
-static void normalize_argv(int argc, char **argv)
-{
-    static const char *const map[][2] = {
-        {"-ub", "--ubatch-size"}, {"-ts", "--tensor-split"}, {"-sys", "--system-prompt"},
-        {"-sm", "--split-mode"}, {"-tp", "--tensor-parallel"},
-    };
-    for (int i = 1; i < argc; i++)
-        for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
-            if (strcmp(argv[i], map[k][0]) == 0)
-                argv[i] = (char *)map[k][1];
-}
-
-static bt_status_t parse_float(const char *flag, const char *s, float *out)
-{
-    char *end;
-    float v = strtof(s, &end);
-    if (*s == '\0' || *end != '\0') {
-        bt_log_error("%s: '%s' is not a number", flag, s);
-        return BT_ERR_ARG;
-    }
-    *out = v;
-    return BT_OK;
-}
 
 static bt_status_t parse_args(int argc, char **argv, int default_threads, int n_ranks,
                               options_t *o)
 {
     static const struct option longopts[] = {
-        {"model", required_argument, 0, 'm'},
+        BT_RUN_LONGOPTS,
         {"prompt", required_argument, 0, 'p'},
         {"tokens", required_argument, 0, OPT_TOKENS},
         {"n-predict", required_argument, 0, 'n'},
         {"chat", no_argument, 0, OPT_CHAT},
         {"system-prompt", required_argument, 0, OPT_SYS},
         {"interactive", no_argument, 0, 'i'},
-        {"temp", required_argument, 0, OPT_TEMP},
-        {"top-k", required_argument, 0, OPT_TOPK},
-        {"top-p", required_argument, 0, OPT_TOPP},
-        {"min-p", required_argument, 0, OPT_MINP},
-        {"repeat-penalty", required_argument, 0, OPT_PENALTY},
-        {"repeat-last-n", required_argument, 0, OPT_LASTN},
-        {"seed", required_argument, 0, 's'},
         {"print-token-ids", no_argument, 0, OPT_IDS},
-        {"ctx-size", required_argument, 0, 'c'},
-        {"ctx", required_argument, 0, 'c'},
         {"batch-size", required_argument, 0, 'b'},
-        {"ubatch-size", required_argument, 0, OPT_UB},
-        {"ubatch", required_argument, 0, OPT_UB},
-        {"pipeline", required_argument, 0, OPT_PIPELINE},
-        {"tensor-split", required_argument, 0, OPT_TS},
-        {"split-mode", required_argument, 0, OPT_SM},
-        {"tensor-parallel", required_argument, 0, OPT_TP},
-        {"threads", required_argument, 0, 't'},
         {"dump-logits", required_argument, 0, OPT_DUMP},
         {"trace", required_argument, 0, OPT_TRACE},
-        {"ref-kernels", no_argument, 0, OPT_REF},
-        {"kernels", required_argument, 0, OPT_KERNELS},
-        {"mmap", required_argument, 0, OPT_MMAP},
-        {"no-mmap", no_argument, 0, OPT_NO_MMAP},
-        {"kv-type", required_argument, 0, OPT_KV_TYPE},
         {"batch-file", required_argument, 0, OPT_BATCH},
         {"output", required_argument, 0, 'o'},
         {"parallel", required_argument, 0, OPT_PARALLEL},
         {"groups", required_argument, 0, OPT_GROUPS},
-        {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    *o = (options_t){.ops = &bt_ops_cpu, .n_predict = -1, .batch = 2048, .ubatch = 512, .pipeline = 1,
-                     .threads = default_threads, .sampling = bt_sampler_defaults(),
-                     .mmap = 1};
-    normalize_argv(argc, argv);
+    static const char *const own[][2] = {{"-sys", "--system-prompt"}};
+    *o = (options_t){.n_predict = -1, .batch = 2048};
+    bt_run_opts_init(&o->r, default_threads, 512);
+    bt_run_normalize_argv(argc, argv, own, 1);
     opterr = 0;
     int c;
     bt_status_t st = BT_OK;
-    bt_sampler_params_t *sp = &o->sampling;
     while (st == BT_OK &&
-           (c = getopt_long(argc, argv, ":m:p:n:ic:b:t:s:o:vh", longopts, NULL)) != -1) {
+           (c = getopt_long(argc, argv, ":" BT_RUN_SHORTOPTS "p:n:ib:o:h", longopts, NULL)) != -1) {
+        bool handled;
+        if ((st = bt_run_opt(c, optarg, &o->r, &handled)) != BT_OK || handled)
+            continue;
         switch (c) {
-        case 'm': o->model = optarg; break;
         case 'p': o->prompt = optarg; break;
         case OPT_TOKENS:
             free(o->tokens);
@@ -209,57 +150,14 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, int n_
         case OPT_CHAT: o->chat = 1; break;
         case OPT_SYS: o->system = optarg; break;
         case 'i': o->interactive = 1; break;
-        case OPT_TEMP: st = parse_float("--temp", optarg, &sp->temp), o->temp_given = 1; break;
-        case OPT_TOPK: st = bt_parse_int("--top-k", optarg, 0, 1 << 24, &sp->top_k); break;
-        case OPT_TOPP: st = parse_float("--top-p", optarg, &sp->top_p); break;
-        case OPT_MINP: st = parse_float("--min-p", optarg, &sp->min_p); break;
-        case OPT_PENALTY: st = parse_float("--repeat-penalty", optarg, &sp->repeat_penalty); break;
-        case OPT_LASTN: st = bt_parse_int("--repeat-last-n", optarg, 0, 1 << 20, &sp->repeat_last_n);
-            break;
-        case 's': st = bt_parse_u64("--seed", optarg, &sp->seed), o->seed_given = 1; break;
         case OPT_IDS: o->print_ids = 1; break;
-        case 'c': st = bt_parse_int("--ctx-size", optarg, 1, 1 << 24, &o->n_ctx); break;
         case 'b': st = bt_parse_int("-b", optarg, 1, 1 << 24, &o->batch); break;
-        case OPT_UB:
-            st = bt_parse_int("-ub", optarg, 1, 1 << 20, &o->ubatch);
-            o->ubatch_given = 1;
-            break;
-        case OPT_PIPELINE:
-            st = bt_parse_int("--pipeline", optarg, 0, 1, &o->pipeline);
-            o->pipeline_given = 1;
-            break;
-        case OPT_SM: st = bt_parse_split_mode("-sm", optarg, &o->split_tensor); break;
-        case OPT_TP: st = bt_parse_int("-tp", optarg, 1, BT_TP_MAX, &o->tp); break;
-        case OPT_TS:
-            free(o->ratios);
-            o->ratios = NULL;
-            st = bt_parse_ratios("-ts", optarg, &o->ratios, &o->n_ratios);
-            break;
-        case 't': st = bt_parse_int("--threads", optarg, 1, 1024, &o->threads); break;
         case OPT_DUMP: o->dump_logits = optarg; break;
         case OPT_TRACE: o->trace = optarg; break;
-        case OPT_REF: o->ops = &bt_ops_ref; break;
-        case OPT_KERNELS:
-            o->ops = bt_ops_by_name(optarg);
-            if (o->ops == NULL) {
-                bt_log_error("--kernels: '%s' is not one of cpu, exact, ref", optarg);
-                st = BT_ERR_ARG;
-            }
-            break;
-        case OPT_MMAP: st = bt_parse_int("--mmap", optarg, 0, 1, &o->mmap); break;
-        case OPT_NO_MMAP: o->mmap = 0; break;
-        case OPT_KV_TYPE:
-            o->kv_type = bt_kv_type_parse(optarg);
-            if (o->kv_type < 0) {
-                bt_log_error("--kv-type: '%s' is not one of f32, f16", optarg);
-                st = BT_ERR_ARG;
-            }
-            break;
         case OPT_BATCH: o->batch_file = optarg; break;
         case 'o': o->output = optarg; break;
         case OPT_PARALLEL: st = bt_parse_int("--parallel", optarg, 1, 4096, &o->parallel); break;
         case OPT_GROUPS: st = bt_parse_int("--groups", optarg, 1, 4096, &o->groups); break;
-        case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; return BT_OK;
         case ':':
             bt_log_error("option '%s' needs a value", argv[optind - 1]);
@@ -276,7 +174,7 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, int n_
     const char *bad = NULL;
     if (optind < argc)
         bt_log_error("unexpected argument '%s'", argv[optind]), bad = "";
-    else if (o->model == NULL)
+    else if (o->r.model == NULL)
         bad = "no model given (-m FILE)";
     else if (o->batch_file != NULL && (o->tokens || o->prompt || o->interactive || o->chat ||
                                         o->system || o->print_ids || o->trace))
@@ -292,13 +190,10 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, int n_
         bad = "-sys needs --chat";
     else if (o->dump_logits != NULL && o->interactive)
         bad = "--dump-logits cannot be combined with -i";
-    if (bad == NULL && bt_layout_tp(o->split_tensor, o->tp, o->pipeline, o->pipeline_given,
-                                    n_ranks, &o->tp) != BT_OK)
+    if (bad == NULL && bt_run_opts_check(&o->r, n_ranks) != BT_OK)
         bad = "";
-    else if (o->split_tensor)
-        o->pipeline = 0; /* one stage */
-    if (bad == NULL && o->ubatch > o->batch) {
-        bt_log_error("-ub %d is larger than -b %d", o->ubatch, o->batch);
+    if (bad == NULL && o->r.ubatch > o->batch) {
+        bt_log_error("-ub %d is larger than -b %d", o->r.ubatch, o->batch);
         bad = "";
     }
     if (bad != NULL) {
@@ -314,12 +209,12 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, int n_
     }
     if (o->batch_file != NULL && o->parallel == 0)
         o->parallel = BT_BATCH_DEFAULT_PARALLEL;
-    if (o->batch_file != NULL && !o->ubatch_given)
-        o->ubatch = BT_BATCH_DEFAULT_UBATCH;
-    if (o->tokens != NULL && !o->temp_given)
-        o->sampling.temp = 0.0f; /* raw ids mode is greedy unless asked */
-    if (o->n_ctx > 0 && o->tokens != NULL && o->n_ctx < o->n_tokens + o->n_predict) {
-        bt_log_error("--ctx-size %d is smaller than the prompt (%d) plus -n (%d)", o->n_ctx,
+    if (o->batch_file != NULL && !o->r.ubatch_given)
+        o->r.ubatch = BT_BATCH_DEFAULT_UBATCH;
+    if (o->tokens != NULL && !o->r.temp_given)
+        o->r.sampling.temp = 0.0f; /* raw ids mode is greedy unless asked */
+    if (o->r.n_ctx > 0 && o->tokens != NULL && o->r.n_ctx < o->n_tokens + o->n_predict) {
+        bt_log_error("--ctx-size %d is smaller than the prompt (%d) plus -n (%d)", o->r.n_ctx,
                      o->n_tokens, o->n_predict);
         return BT_ERR_ARG;
     }
@@ -403,7 +298,7 @@ static bt_status_t turn(run_state_t *r, const int32_t *ids, int n, int n_limit)
 {
     const options_t *o = r->o;
     bt_pipe_t *p = &r->pipe;
-    const bt_pipe_mode_t mode = o->pipeline ? BT_PIPE_GPIPE : BT_PIPE_SYNC;
+    const bt_pipe_mode_t mode = o->r.pipeline ? BT_PIPE_GPIPE : BT_PIPE_SYNC;
     /* the last chosen token is not fed, so it needs no position */
     if (r->pos + n + (n_limit > 0 ? n_limit - 1 : 0) > p->fwd->n_ctx) {
         if (p->world_rank == 0)
@@ -419,7 +314,7 @@ static bt_status_t turn(run_state_t *r, const int32_t *ids, int n, int n_limit)
     double t0 = bt_now();
     for (int i = 0; i < n && st == BT_OK; i += o->batch) {
         int nb = n - i < o->batch ? n - i : o->batch;
-        st = bt_pipe_prefill(p, ids + i, nb, r->pos + i, o->ubatch < nb ? o->ubatch : nb, mode,
+        st = bt_pipe_prefill(p, ids + i, nb, r->pos + i, o->r.ubatch < nb ? o->r.ubatch : nb, mode,
                              write_rows, r, &first);
     }
     double t1 = bt_now();
@@ -585,8 +480,8 @@ static void print_results(const run_state_t *r)
                 gt > 0 ? 1e3 * r->n_decode / gt : 0.0);
     bt_log_info("%d stage%s x %d tensor rank%s x %d threads, -ub %d, pipeline %d, %s kernels (%s)",
                 r->pipe.n_stages, r->pipe.n_stages > 1 ? "s" : "", r->pipe.tp_size,
-                r->pipe.tp_size > 1 ? "s" : "", o->threads, o->ubatch, o->pipeline,
-                o->ops->name, o->ops == &bt_ops_ref ? "scalar" : bt_isa_name(bt_isa_active()));
+                r->pipe.tp_size > 1 ? "s" : "", o->r.threads, o->r.ubatch, o->r.pipeline,
+                o->r.ops->name, o->r.ops == &bt_ops_ref ? "scalar" : bt_isa_name(bt_isa_active()));
 }
 
 /* Checks every rank makes alike (so they fail together), then the run. */
@@ -606,7 +501,7 @@ static bt_status_t prepare(run_state_t *r)
     if (st == BT_OK && o->tokens == NULL && bt_tokenizer_kind(r->tok) == BT_TOKENIZER_NONE) {
         if (p->world_rank == 0)
             bt_log_error("%s has no tokenizer (tokenizer.ggml.model is 'none'): give the prompt "
-                         "as --tokens ID,ID,...", o->model);
+                         "as --tokens ID,ID,...", o->r.model);
         st = BT_ERR_UNSUPPORTED;
     }
     r->chat = bt_chat_format(p->model->gguf);
@@ -614,12 +509,12 @@ static bt_status_t prepare(run_state_t *r)
         if (p->world_rank == 0)
             bt_log_error("--chat: %s has no chat template baton knows (tokenizer.chat_template "
                          "absent or neither ChatML <|im_start|> nor Gemma <start_of_turn>, and "
-                         "the architecture is not gemma3)", o->model);
+                         "the architecture is not gemma3)", o->r.model);
         st = BT_ERR_UNSUPPORTED;
     }
     /* one seed for all: rank 0 draws it unless given */
-    bt_sampler_params_t sp = o->sampling;
-    if (!o->seed_given)
+    bt_sampler_params_t sp = o->r.sampling;
+    if (!o->r.seed_given)
         sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     if (st == BT_OK)
         st = bt_pipe_bcast(p, &sp.seed, sizeof sp.seed);
@@ -631,7 +526,7 @@ static bt_status_t prepare(run_state_t *r)
         st = BT_ERR_IO;
     }
     p->sampler = r->sampler;
-    if (p->world_rank == 0 && o->verbose)
+    if (p->world_rank == 0 && o->r.verbose)
         bt_log_info("sampling: temp %g, top-k %d, top-p %g, min-p %g, repeat penalty %g over %d, "
                     "seed %llu", sp.temp, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty,
                     sp.repeat_last_n, (unsigned long long)sp.seed);
@@ -644,27 +539,27 @@ static int run(const options_t *o, MPI_Comm comm)
     /* the cache: exactly what a --tokens run needs; for text, where the
      * prompt length is known later, 0 lets the pipe take the model's context
      * (at most BT_DEFAULT_CTX) */
-    int ubatch = o->ubatch;
-    int n_ctx = o->n_ctx;
+    int ubatch = o->r.ubatch;
+    int n_ctx = o->r.n_ctx;
     if (o->tokens != NULL) {
-        ubatch = o->ubatch < o->n_tokens ? o->ubatch : o->n_tokens;
+        ubatch = o->r.ubatch < o->n_tokens ? o->r.ubatch : o->n_tokens;
         if (n_ctx == 0)
             n_ctx = o->n_tokens + o->n_predict;
     }
     bt_pipe_config_t cfg = {
-        .model_path = o->model,
-        .ratios = o->ratios,
-        .n_ratios = o->n_ratios,
+        .model_path = o->r.model,
+        .ratios = o->r.ratios,
+        .n_ratios = o->r.n_ratios,
         .head_share = o->tokens ? (double)(o->n_predict + 1) / (o->n_tokens + o->n_predict) : 0.5,
         .n_ctx = n_ctx,
         .max_tok = ubatch,
-        .n_threads = o->threads,
-        .ops = o->ops,
+        .n_threads = o->r.threads,
+        .ops = o->r.ops,
         .all_logits = o->dump_logits != NULL,
-        .trace_events = o->trace || o->verbose ? 1 << 16 : 0,
-        .no_mmap = !o->mmap,
-        .kv_type = (uint32_t)o->kv_type,
-        .tp = o->tp,
+        .trace_events = o->trace || o->r.verbose ? 1 << 16 : 0,
+        .no_mmap = !o->r.mmap,
+        .kv_type = (uint32_t)o->r.kv_type,
+        .tp = o->r.tp,
     };
     if (bt_pipe_init(&r.pipe, comm, &cfg) != BT_OK)
         return 1;
@@ -687,7 +582,7 @@ static int run(const options_t *o, MPI_Comm comm)
         if (p->world_rank == 0 && st == BT_OK)
             print_results(&r);
         int n_mb = o->tokens ? (o->n_tokens + ubatch - 1) / ubatch : 1;
-        if (o->trace != NULL || o->verbose) {
+        if (o->trace != NULL || o->r.verbose) {
             bt_status_t ts = bt_pipe_trace_report(p, o->trace, n_mb, true);
             st = st == BT_OK ? ts : st;
         }
@@ -710,12 +605,12 @@ static int run(const options_t *o, MPI_Comm comm)
 static bt_batch_options_t batch_options(const options_t *o)
 {
     return (bt_batch_options_t){
-        .model = o->model, .path = o->batch_file, .output = o->output,
+        .model = o->r.model, .path = o->batch_file, .output = o->output,
         .dump_prefix = o->dump_logits, .n_parallel = o->parallel, .n_groups = o->groups,
-        .n_predict = o->n_predict, .n_ctx = o->n_ctx, .ubatch = o->ubatch, .sync = !o->pipeline,
-        .threads = o->threads, .ratios = o->ratios, .n_ratios = o->n_ratios, .ops = o->ops,
-        .no_mmap = !o->mmap, .kv_type = (uint32_t)o->kv_type, .sampling = o->sampling,
-        .seed_given = o->seed_given, .tp = o->tp,
+        .n_predict = o->n_predict, .n_ctx = o->r.n_ctx, .ubatch = o->r.ubatch, .sync = !o->r.pipeline,
+        .threads = o->r.threads, .ratios = o->r.ratios, .n_ratios = o->r.n_ratios, .ops = o->r.ops,
+        .no_mmap = !o->r.mmap, .kv_type = (uint32_t)o->r.kv_type, .sampling = o->r.sampling,
+        .seed_given = o->r.seed_given, .tp = o->r.tp,
     };
 }
 
@@ -746,12 +641,12 @@ int main(int argc, char **argv)
             usage(stdout);
         rc = 0;
     } else {
-        if (o.verbose)
+        if (o.r.verbose)
             bt_log_set_level(BT_LOG_DEBUG);
         rc = o.batch_file ? bt_batch_run(&bo, MPI_COMM_WORLD) : run(&o, MPI_COMM_WORLD);
     }
     free(o.tokens);
-    free(o.ratios);
+    bt_run_opts_free(&o.r);
     MPI_Finalize();
     return rc;
 }
