@@ -84,6 +84,7 @@ typedef struct last_stage {
     int *id;                 /* [n_slots] the request in each slot */
     int *lp;                 /* [n_slots] its seq_msg_t.lp */
     int32_t *lpw;            /* [max_tok * lp_words(max)] the rows' log-probabilities */
+    float *lprow;            /* [n_vocab] a row as it was before the sampler saw it */
     int n_lpw;
     double busy;             /* seconds computing and sampling */
     int *idx;                /* [max_tok] rows that need logits */
@@ -164,11 +165,13 @@ static bt_status_t last_rows(bt_pipe_t *p, last_stage_t *ls, const bt_row_t *row
                 st = h->logits(h->arg, ls->id[w->slot], w->pos, row);
             if (!(w->flags & BT_ROW_SAMPLE))
                 continue;
+            const int lp = ls->lp[w->slot];
+            if (lp > 0) /* the sampler may change the row in place */
+                memcpy(ls->lprow, row, sizeof *row * (size_t)n_vocab);
             const int32_t chosen = bt_pipe_choose(p, ls->samplers[w->slot], row);
             ls->ids[1 + (*n_ids)++] = chosen;
-            const int lp = ls->lp[w->slot];
             if (lp > 0) {
-                logprob_words(row, n_vocab, chosen, lp - 1, ls->lpw + ls->n_lpw);
+                logprob_words(ls->lprow, n_vocab, chosen, lp - 1, ls->lpw + ls->n_lpw);
                 ls->n_lpw += lp_words(lp);
             }
         }
@@ -184,6 +187,7 @@ static void last_stage_free(last_stage_t *ls, int n_slots)
     free(ls->id);
     free(ls->lp);
     free(ls->lpw);
+    free(ls->lprow);
     free(ls->idx);
     free(ls->ids);
     free(ls->msg);
@@ -196,9 +200,10 @@ static bt_status_t last_stage_init(last_stage_t *ls, const bt_pipe_t *p)
     ls->id = calloc((size_t)p->n_slots, sizeof *ls->id);
     ls->lp = calloc((size_t)p->n_slots, sizeof *ls->lp);
     ls->lpw = malloc(sizeof *ls->lpw * (size_t)p->max_tok * lp_words(BT_SERVE_MAX_TOP + 1));
+    ls->lprow = malloc(sizeof *ls->lprow * (size_t)p->model->hp.n_vocab);
     ls->idx = malloc(sizeof *ls->idx * (size_t)p->max_tok);
     ls->ids = malloc(sizeof *ls->ids * (size_t)ids_words(p->max_tok));
-    if (!ls->samplers || !ls->id || !ls->lp || !ls->lpw || !ls->idx || !ls->ids) {
+    if (!ls->samplers || !ls->id || !ls->lp || !ls->lpw || !ls->lprow || !ls->idx || !ls->ids) {
         last_stage_free(ls, p->n_slots);
         bt_log_error("serve: cannot allocate the last stage's tables for %d slots",
                      p->n_slots);
