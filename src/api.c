@@ -1,6 +1,8 @@
 /* api.c: OpenAI request bodies into baton requests (api.h). */
 #include "api.h"
 
+#include "unicode.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +13,19 @@
  * both further once the prompt is known). */
 #define MAX_IDS (1 << 22)
 #define MAX_MESSAGES 4096
+
+/* s as valid UTF-8: a byte that is not part of a character (a body quoted
+ * by Jansson's message, a name cut at the buffer's end) becomes '?'. */
+static void clean_utf8(char *s)
+{
+    for (size_t n = strlen(s), k = 0; k < n;) {
+        uint32_t cp;
+        int len = bt_utf8_decode(s + k, n - k, &cp);
+        if (cp == 0xFFFD && len == 1)
+            s[k] = '?';
+        k += (size_t)len;
+    }
+}
 
 bool bt_api_fail(bt_api_error_t *err, int status, const char *param, const char *fmt, ...)
 {
@@ -25,6 +40,8 @@ bool bt_api_fail(bt_api_error_t *err, int status, const char *param, const char 
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
+    clean_utf8(err->param);
+    clean_utf8(err->message);
     return false;
 }
 
@@ -102,11 +119,12 @@ static bool get_number(json_t *obj, const char *name, double lo, bool lo_open, d
         return true;
     if (!json_is_number(v))
         return bt_api_fail(err, 400, name, "'%s' must be a number", name);
-    double x = json_number_value(v);
-    if (!isfinite(x) || !(lo_open ? x > lo : x >= lo) || !(x <= hi))
+    const double x = json_number_value(v);
+    const float f = (float)x; /* checked as the sampler will take it */
+    if (!isfinite(f) || !(lo_open ? f > lo : f >= lo) || !(f <= hi))
         return bt_api_fail(err, 400, name, "'%s' is %g, outside %s%g, %g]", name, x,
                            lo_open ? "(" : "[", lo, hi);
-    *out = (float)x;
+    *out = f;
     return true;
 }
 
@@ -376,7 +394,7 @@ static bool get_messages(json_t *obj, const bt_api_ctx_t *ctx, bt_api_request_t 
         }
         ok = known_fields(m, names, 3, prefix, err);
         json_t *role = json_object_get(m, "role"), *content = field(m, "content");
-        json_t *name = json_object_get(m, "name");
+        json_t *name = field(m, "name");
         snprintf(param, sizeof param, "messages[%zu].role", i);
         const char *r = json_is_string(role) ? json_string_value(role) : "";
         if (ok && strcmp(r, "developer") == 0)

@@ -7,10 +7,16 @@ bytes.
 
   python3 tests/fuzz/make-seeds.py tests/fuzz/corpus/seeds
   python3 tests/fuzz/make-seeds.py --models build/baton-mkmodel tests/fuzz/corpus/model
+  python3 tests/fuzz/make-seeds.py --api tests/fuzz/corpus/api
 
 The second form writes whole small models for fuzz_model with baton's own
 writer (baton-mkmodel: 1-2 layers, n_embd 32, every 32-block type, every
 architecture of the table, at most 48 KB), so that a forward pass runs on them.
+The third writes fuzz_api's request bodies (*.req): a selector byte (the
+endpoint and the server's context, laid out as in tests/fuzz/fuzz_api.c)
+and then the JSON body: chat and completion requests with every field,
+streaming, stop arrays, token-id prompts and content parts, /tokenize and
+/detokenize bodies, and bodies each refused by one check.
 
 Valid: byte-level BPE vocabularies ("gpt2") with merges, special tokens and
 each pre-tokenizer family (smollm, llama3, qwen2, gpt2, none named);
@@ -361,9 +367,129 @@ def write_models(mkmodel, out):
     print("make-seeds: %d models, %d bytes" % (len(MODELS), total))
 
 
+# fuzz_api's first byte (tests/fuzz/fuzz_api.c)
+EP_CHAT, EP_COMPLETION, EP_TOKENIZE, EP_DETOKENIZE = range(4)
+CHAT_NONE, CHAT_CHATML, CHAT_GEMMA, CHAT_LLAMA3 = range(4)
+VOCAB_1, VOCAB_10, VOCAB_256, VOCAB_LARGE = range(4)
+
+
+def api_sel(ep, chat=CHAT_CHATML, tokenizer=True, vocab=VOCAB_LARGE, system=False):
+    return bytes([ep | chat << 2 | (0 if tokenizer else 0x10) | vocab << 5 |
+                  (0x80 if system else 0)])
+
+
+def api_seeds():
+    import json
+    user = [{"role": "user", "content": "Hello"}]
+    convo = [{"role": "system", "content": "Be brief."},
+             {"role": "user", "content": "What is 2+2?", "name": "ann"},
+             {"role": "assistant", "content": "4"},
+             {"role": "user", "content": "And 3+3?"}]
+    chat_full = {
+        "model": "baton", "messages": convo, "max_tokens": 64, "temperature": 0.7,
+        "top_p": 0.9, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1, "seed": 42,
+        "stop": ["\n\n", "User:"], "stream": True, "stream_options": {"include_usage": True},
+        "logprobs": True, "top_logprobs": 5, "n": 1, "presence_penalty": 0,
+        "frequency_penalty": 0.0, "logit_bias": {}, "user": "u1", "tools": [],
+        "tool_choice": "none", "functions": [], "function_call": "none",
+        "parallel_tool_calls": False, "response_format": {"type": "text"},
+        "return_tokens": True,
+    }
+    completion_full = {
+        "model": "baton", "prompt": "Once upon a time", "max_tokens": 16, "temperature": 0,
+        "top_p": 1, "top_k": 0, "min_p": 0, "repeat_penalty": 100, "seed": 0,
+        "stop": "\n", "stream": True, "stream_options": {"include_usage": False},
+        "logprobs": 3, "n": 1, "presence_penalty": 0, "frequency_penalty": 0,
+        "logit_bias": {}, "user": "u2", "echo": False, "suffix": "", "best_of": 1,
+        "return_tokens": False,
+    }
+    j = lambda v, **kw: json.dumps(v, **kw).encode("utf-8")
+    chat = lambda body, **kw: api_sel(EP_CHAT, **kw) + body
+    cmpl = lambda body, **kw: api_sel(EP_COMPLETION, **kw) + body
+    seeds = {
+        # accepted
+        "chat-min.req": chat(j({"messages": user})),
+        "chat-full-chatml.req": chat(j(chat_full)),
+        "chat-full-gemma-system.req": chat(j(chat_full), chat=CHAT_GEMMA, system=True),
+        "chat-llama3-parts.req": chat(j({"messages": [
+            {"role": "developer", "content": [{"type": "text", "text": "  Be kind. "}]},
+            {"role": "user", "content": [{"type": "text", "text": "Hi, "},
+                                         {"type": "text", "text": "there\t\n"}]}],
+            "max_completion_tokens": 8, "stop": "x"}), chat=CHAT_LLAMA3),
+        "chat-gemma-system-only.req": chat(j({"messages": [
+            {"role": "system", "content": "Only a system message"}]}), chat=CHAT_GEMMA),
+        "chat-chatml-default-system.req": chat(j({"messages": user, "stream": True,
+                                                  "stream_options": {}}), system=True),
+        "chat-unicode.req": chat(b'{"messages": [{"role": "user", "content": '
+                                 b'"caf\u00e9 \ud83d\ude42 \xe6\x97\xa5\xe6\x9c\xac"}], '
+                                 b'"stop": ["\xc3\xa9", "\u65e5"]}'),
+        "chat-nulls.req": chat(b'{"messages": [{"role": "user", "content": "x"}],'
+                               b' "model": null, "temperature": null, "stop": null, '
+                               b'"seed": null, "stream_options": null, "top_logprobs": null}'),
+        "chat-tiny-numbers.req": chat(b'{"messages": [{"role": "user", "content": "x"}], '
+                                      b'"temperature": 1e-30, "top_p": 1e-30, "min_p": 1e-30, '
+                                      b'"repeat_penalty": 1e-30, "top_k": 16777216}'),
+        "completion-full.req": cmpl(j(completion_full)),
+        "completion-ids.req": cmpl(j({"prompt": [1, 2, 3, 255], "max_tokens": 1}),
+                                   vocab=VOCAB_256, tokenizer=False),
+        "completion-one-string.req": cmpl(j({"prompt": ["Hello"], "logprobs": 0})),
+        "completion-stop16.req": cmpl(j({"prompt": "a", "stop": ["s%d" % i for i in range(16)],
+                                         "seed": (1 << 63) - 1})),
+        "tokenize-full.req": api_sel(EP_TOKENIZE) + j({
+            "content": "Hello <|im_start|>", "add_special": True, "parse_special": False,
+            "with_pieces": True}),
+        "detokenize-ids.req": api_sel(EP_DETOKENIZE, vocab=VOCAB_10) + j({"tokens": [0, 1, 9]}),
+        "detokenize-empty.req": api_sel(EP_DETOKENIZE) + j({"tokens": []}),
+        # refused, each by one check
+        "bad-chat-no-template.req": chat(j({"messages": user}), chat=CHAT_NONE),
+        "bad-chat-no-tokenizer.req": chat(j({"messages": user}), tokenizer=False),
+        "bad-chat-role.req": chat(j({"messages": [{"role": "tool", "content": "x"}]})),
+        "bad-chat-part.req": chat(j({"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "x"}}]}]})),
+        "bad-chat-top-logprobs.req": chat(j({"messages": user, "top_logprobs": 2})),
+        "bad-chat-stream-options.req": chat(j({"messages": user,
+                                               "stream_options": {"include_usage": True}})),
+        "bad-chat-n2.req": chat(j({"messages": user, "n": 2})),
+        "bad-chat-unknown.req": chat(j({"messages": user, "foo": 1})),
+        "bad-chat-unknown-utf8.req": chat(j({"messages": user, "stream_options":
+                                             {"\u00e9" * 36: 1}, "stream": True},
+                                            ensure_ascii=False)),
+        "bad-chat-escape.req": chat(b'{"messages": [{"role": "user", "content": "caf\\q"}]}'),
+        "bad-chat-temperature.req": chat(j({"messages": user, "temperature": 2.5})),
+        "bad-chat-stop17.req": chat(j({"messages": user, "stop": ["s"] * 17})),
+        "bad-chat-stop-empty.req": chat(j({"messages": user, "stop": [""]})),
+        "bad-chat-duplicate.req": chat(b'{"messages": [], "messages": []}'),
+        "bad-chat-truncated.req": chat(j({"messages": user})[:-7]),
+        "bad-chat-array.req": chat(b'[{"role": "user", "content": "x"}]'),
+        "bad-chat-nul.req": chat(b'{"messages": [{"role": "user", "content": "a\u0000b"}]}'),
+        "bad-completion-id-range.req": cmpl(j({"prompt": [1, 10]}), vocab=VOCAB_10),
+        "bad-completion-text-no-tokenizer.req": cmpl(j({"prompt": "x"}), tokenizer=False),
+        "bad-completion-two-prompts.req": cmpl(j({"prompt": ["a", "b"]})),
+        "bad-tokenize-content.req": api_sel(EP_TOKENIZE) + j({"content": 1}),
+        "bad-detokenize-negative.req": api_sel(EP_DETOKENIZE) + j({"tokens": [-1]}),
+    }
+    return seeds
+
+
+def write_api(out):
+    os.makedirs(out, exist_ok=True)
+    seeds = api_seeds()
+    for name in os.listdir(out):
+        if name.endswith(".req") and name not in seeds:
+            os.remove(os.path.join(out, name))
+    for name, data in sorted(seeds.items()):
+        with open(os.path.join(out, name), "wb") as fh:
+            fh.write(data)
+    print("make-seeds: %d request bodies, %d bytes, largest %d" %
+          (len(seeds), sum(map(len, seeds.values())), max(map(len, seeds.values()))))
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--models":
         write_models(sys.argv[2], sys.argv[3])
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "--api":
+        write_api(sys.argv[2])
         return
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/fuzz/corpus/seeds"
     os.makedirs(out, exist_ok=True)
