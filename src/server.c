@@ -506,6 +506,12 @@ static void hook_finish(void *arg, int id, bt_finish_t why)
         add_text(r, rest, len);
     const bool drained = why == BT_FINISH_CANCEL && !r->cancel;
     req_done(r, why == BT_FINISH_LENGTH ? "length" : "stop", drained, req_endpoint(r));
+    if (bt_log_get_level() >= BT_LOG_DEBUG)
+        bt_log_debug("server: request %llu: %d prompt tokens, %d generated, %s, first token "
+                     "%.1f ms, %.1f ms in all", (unsigned long long)r->serial, r->n_prompt,
+                     r->n_gen, why == BT_FINISH_CANCEL ? (drained ? "drained" : "cancelled")
+                     : r->finish, r->t_first > 0 ? 1e3 * (r->t_first - r->t_arrive) : 0.0,
+                     1e3 * (bt_now() - r->t_arrive));
     srv.active[id] = NULL;
     srv.n_active--;
     req_unref(r);
@@ -1351,12 +1357,11 @@ static bt_status_t start_http(void)
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     srv.daemon = MHD_start_daemon(
-        flags, (uint16_t)o->port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR,
-        ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout,
+        flags, (uint16_t)o->port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_conn, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)64 * 1024, MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-        NULL, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (srv.daemon == NULL) {
         bt_log_error("cannot listen on %s port %d: %s (another server there, or no permission)",
