@@ -592,6 +592,30 @@ print(json.dumps({"text": r.choices[0].message.content, "stream": "".join(parts)
     ok(s.terminate() == 0, "SmolLM2 server: SIGTERM exits 0")
 
 
+def bad_flags(model):
+    """Bad command lines: exit 2 with one message naming the value, on every rank count."""
+    cases = [(["--port", "70000"], "70000"), (["--chat-template", "mistral"], "mistral"),
+             (["--api-key", ""], "empty"), (["--queue", "-1"], "-1"), (["--bogus"], "--bogus"),
+             (["--api-key-file", "/nonexistent/key"], "/nonexistent/key"),
+             (["--temp", "-1"], "--temp"), (["-tp", "3"], "3")]
+    bad = []
+    for args, word in cases:
+        p = subprocess.run(["timeout", "60"] + MPI[:1] + ["-np", "2"] + MPI[1:] +
+                           [os.path.join(BIN, "baton-server"), "-m", model] + args,
+                           capture_output=True, text=True)
+        errs = [l for l in p.stderr.splitlines() if "error" in l]
+        if p.returncode != 2 or len(errs) != 1 or word not in errs[0]:
+            bad.append((args, p.returncode, errs))
+    ok(not bad, f"{len(cases)} bad command lines: exit 2, one error line naming the value ({bad[:2]})")
+    s = Server(1, model)
+    p = subprocess.run(["timeout", "60"] + MPI[:1] + ["-np", "2"] + MPI[1:] +
+                       [os.path.join(BIN, "baton-server"), "-m", model, "--port", str(s.port)],
+                       capture_output=True, text=True)
+    ok(p.returncode == 1 and "cannot listen" in p.stderr and str(s.port) in p.stderr,
+       f"a port in use: exit 1 naming it, no rank left waiting ({p.returncode})")
+    s.terminate()
+
+
 def main():
     model = os.path.join(TMP, "tiny.gguf")
     subprocess.run([os.path.join(BIN, "baton-mkmodel"), "--shape", "tiny", "--n-layer", "4", "-o", model],
@@ -607,6 +631,7 @@ def main():
         slots_and_signals(slow)
     if only in ("", "auth"):
         auth(model)
+        bad_flags(model)
     real = os.environ.get("BT_SMOLLM2", "")
     if only not in ("", "smollm2"):
         pass
