@@ -765,7 +765,7 @@ static void event(stream_t *s, json_t *obj)
     json_decref(obj);
     if (js == NULL)
         return;
-    const size_t n = strlen(js) + 8;
+    const size_t n = strlen(js) + 9; /* "data: ", the JSON, "\n\n" and sprintf's NUL */
     if (s->n + n > s->cap) {
         size_t cap = 2 * (s->n + n);
         char *b = realloc(s->buf, cap);
