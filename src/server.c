@@ -821,7 +821,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     stream_t *s = cls;
     (void)pos;
-    if (s->off == s->n) {
+    while (s->off == s->n) { /* never 0 bytes: wait for events (a completion has no role one) */
         if (s->ended)
             return MHD_CONTENT_READER_END_OF_STREAM;
         s->off = s->n = 0;
