@@ -1,6 +1,8 @@
 /* args.c: strict number parsing for the command lines. */
 #include "args.h"
 
+#include <getopt.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,4 +141,25 @@ bt_status_t bt_layout_tp(int split_tensor, int tp, int pipeline, int pipeline_gi
     }
     *out = t;
     return BT_OK;
+}
+
+bt_status_t bt_parse_float(const char *flag, const char *s, float *out)
+{
+    char *end;
+    float v = strtof(s, &end);
+    if (*s == '\0' || *end != '\0') {
+        bt_log_error("%s: '%s' is not a number", flag, s);
+        return BT_ERR_ARG;
+    }
+    *out = v;
+    return BT_OK;
+}
+
+bt_status_t bt_getopt_error(int c, char **argv)
+{
+    if (c == ':')
+        bt_log_error("option '%s' needs a value", argv[optind - 1]);
+    else
+        bt_log_error("unknown option '%s'", argv[optind - 1]);
+    return BT_ERR_ARG;
 }

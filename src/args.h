@@ -17,6 +17,13 @@
 bt_status_t bt_parse_int(const char *flag, const char *s, long min, long max, int *out);
 bt_status_t bt_parse_u64(const char *flag, const char *s, uint64_t *out);
 
+/* A float (strtof: the whole string). */
+bt_status_t bt_parse_float(const char *flag, const char *s, float *out);
+
+/* getopt_long's ':' (a value missing) or '?' (an unknown option) for the
+ * option just read: one message naming it; returns BT_ERR_ARG. */
+bt_status_t bt_getopt_error(int c, char **argv);
+
 /* A comma-separated list of integers in [min, max]: *out is malloc'd (the
  * caller frees it), *n its length (>= 1). */
 bt_status_t bt_parse_int_list(const char *flag, const char *s, long min, long max, int **out,

@@ -159,14 +159,7 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, int n_
         case OPT_PARALLEL: st = bt_parse_int("--parallel", optarg, 1, 4096, &o->parallel); break;
         case OPT_GROUPS: st = bt_parse_int("--groups", optarg, 1, 4096, &o->groups); break;
         case 'h': o->help = 1; return BT_OK;
-        case ':':
-            bt_log_error("option '%s' needs a value", argv[optind - 1]);
-            st = BT_ERR_ARG;
-            break;
-        default:
-            bt_log_error("unknown option '%s'", argv[optind - 1]);
-            st = BT_ERR_ARG;
-            break;
+        default: st = bt_getopt_error(c, argv); break;
         }
     }
     if (st != BT_OK)

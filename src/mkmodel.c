@@ -155,14 +155,7 @@ int main(int argc, char **argv)
         case OPT_TIED: s.tied = true; break;
         case OPT_UNTIED: s.tied = false; break;
         case 'h': usage(stdout); return 0;
-        case ':':
-            bt_log_error("option '%s' needs a value", argv[optind - 1]);
-            st = BT_ERR_ARG;
-            break;
-        default:
-            bt_log_error("unknown option '%s'", argv[optind - 1]);
-            st = BT_ERR_ARG;
-            break;
+        default: st = bt_getopt_error(c, argv); break;
         }
     }
     if (s.n_expert > 0 && s.n_expert_used == 0) /* experts given, the rest defaults */

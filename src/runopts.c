@@ -37,18 +37,6 @@ void bt_run_normalize_argv(int argc, char **argv, const char *const (*extra)[2],
     }
 }
 
-static bt_status_t parse_float(const char *flag, const char *s, float *out)
-{
-    char *end;
-    float v = strtof(s, &end);
-    if (*s == '\0' || *end != '\0') {
-        bt_log_error("%s: '%s' is not a number", flag, s);
-        return BT_ERR_ARG;
-    }
-    *out = v;
-    return BT_OK;
-}
-
 bt_status_t bt_run_opt(int c, const char *arg, bt_run_opts_t *o, bool *handled)
 {
     bt_sampler_params_t *sp = &o->sampling;
@@ -91,11 +79,11 @@ bt_status_t bt_run_opt(int c, const char *arg, bt_run_opts_t *o, bool *handled)
             st = BT_ERR_ARG;
         }
         break;
-    case BT_RUN_OPT_TEMP: st = parse_float("--temp", arg, &sp->temp), o->temp_given = 1; break;
+    case BT_RUN_OPT_TEMP: st = bt_parse_float("--temp", arg, &sp->temp), o->temp_given = 1; break;
     case BT_RUN_OPT_TOPK: st = bt_parse_int("--top-k", arg, 0, 1 << 24, &sp->top_k); break;
-    case BT_RUN_OPT_TOPP: st = parse_float("--top-p", arg, &sp->top_p); break;
-    case BT_RUN_OPT_MINP: st = parse_float("--min-p", arg, &sp->min_p); break;
-    case BT_RUN_OPT_PENALTY: st = parse_float("--repeat-penalty", arg, &sp->repeat_penalty); break;
+    case BT_RUN_OPT_TOPP: st = bt_parse_float("--top-p", arg, &sp->top_p); break;
+    case BT_RUN_OPT_MINP: st = bt_parse_float("--min-p", arg, &sp->min_p); break;
+    case BT_RUN_OPT_PENALTY: st = bt_parse_float("--repeat-penalty", arg, &sp->repeat_penalty); break;
     case BT_RUN_OPT_LASTN:
         st = bt_parse_int("--repeat-last-n", arg, 0, 1 << 20, &sp->repeat_last_n);
         break;

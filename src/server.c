@@ -170,14 +170,7 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, int n_
             st = bt_parse_int("--drain-timeout", optarg, 0, 86400, &o->drain_timeout);
             break;
         case 'h': o->help = 1; return BT_OK;
-        case ':':
-            bt_log_error("option '%s' needs a value", argv[optind - 1]);
-            st = BT_ERR_ARG;
-            break;
-        default:
-            bt_log_error("unknown option '%s'", argv[optind - 1]);
-            st = BT_ERR_ARG;
-            break;
+        default: st = bt_getopt_error(c, argv); break;
         }
     }
     if (st != BT_OK)
