@@ -204,9 +204,11 @@ enum { RQ_QUEUED, RQ_RUNNING, RQ_DONE };
 enum { OUT_OK, OUT_BAD, OUT_REJECTED, OUT_CANCELLED, OUT_FAILED, N_OUT };
 static const char *const outcome_names[N_OUT] = {"ok", "bad_request", "rejected", "cancelled",
                                                  "failed"};
-enum { EP_CHAT, EP_COMPLETIONS, EP_TOKENIZE, EP_DETOKENIZE, EP_OTHER, N_EP };
+enum { EP_CHAT, EP_COMPLETIONS, EP_TOKENIZE, EP_DETOKENIZE, EP_MODELS, EP_HEALTH, EP_METRICS,
+       EP_OTHER, N_EP };
 static const char *const endpoint_names[N_EP] = {"chat_completions", "completions", "tokenize",
-                                                 "detokenize", "other"};
+                                                 "detokenize", "models", "health", "metrics",
+                                                 "other"};
 
 typedef struct srv_req {
     /* fixed once queued */
@@ -326,20 +328,19 @@ static void req_unref(srv_req_t *r) /* srv.mu held */
 
 /* Ends r (srv.mu held): figures, wakes its connection, drops the engine's
  * hold when it had one. */
-static void req_done(srv_req_t *r, const char *finish, bool failed, int outcome_ep)
+static int req_endpoint(const srv_req_t *r)
+{
+    return r->api.kind == BT_API_CHAT ? EP_CHAT : EP_COMPLETIONS;
+}
+
+static void req_done(srv_req_t *r, const char *finish, bool failed)
 {
     r->state = RQ_DONE;
     r->finish = finish;
     r->failed = failed;
     r->n_visible = r->n_text;
-    if (outcome_ep >= 0)
-        srv.requests[outcome_ep][r->cancel ? OUT_CANCELLED : failed ? OUT_FAILED : OUT_OK]++;
+    srv.requests[req_endpoint(r)][r->cancel ? OUT_CANCELLED : failed ? OUT_FAILED : OUT_OK]++;
     pthread_cond_broadcast(&r->cv);
-}
-
-static int req_endpoint(const srv_req_t *r)
-{
-    return r->api.kind == BT_API_CHAT ? EP_CHAT : EP_COMPLETIONS;
 }
 
 /* Appends s[0..n) to r's text, each byte that is not valid UTF-8 as U+FFFD. */
@@ -402,7 +403,7 @@ static bool hook_next(void *arg, int *id, bt_seq_req_t *req)
         srv.n_queued--;
         if (!r->cancel)
             break;
-        req_done(r, NULL, false, req_endpoint(r)); /* its client left while it waited */
+        req_done(r, NULL, false); /* its client left while it waited */
         req_unref(r);
     }
     bool got = r != NULL;
@@ -498,7 +499,7 @@ static void hook_finish(void *arg, int id, bt_finish_t why)
     if (len > 0 && r->n_visible == r->n_text) /* not cut at a stop string */
         add_text(r, rest, len);
     const bool drained = why == BT_FINISH_CANCEL && !r->cancel;
-    req_done(r, why == BT_FINISH_LENGTH ? "length" : "stop", drained, req_endpoint(r));
+    req_done(r, why == BT_FINISH_LENGTH ? "length" : "stop", drained);
     if (bt_log_get_level() >= BT_LOG_DEBUG)
         bt_log_debug("server: request %llu: %d prompt tokens, %d generated, %s, first token "
                      "%.1f ms, %.1f ms in all", (unsigned long long)r->serial, r->n_prompt,
@@ -1203,8 +1204,8 @@ static const route_t routes[] = {
     {"/v1/chat/completions", "POST", EP_CHAT}, {"/chat/completions", "POST", EP_CHAT},
     {"/v1/completions", "POST", EP_COMPLETIONS}, {"/completions", "POST", EP_COMPLETIONS},
     {"/tokenize", "POST", EP_TOKENIZE},     {"/detokenize", "POST", EP_DETOKENIZE},
-    {"/v1/models", "GET", EP_OTHER},        {"/models", "GET", EP_OTHER},
-    {"/health", "GET", EP_OTHER},           {"/metrics", "GET", EP_OTHER},
+    {"/v1/models", "GET", EP_MODELS},       {"/models", "GET", EP_MODELS},
+    {"/health", "GET", EP_HEALTH},          {"/metrics", "GET", EP_METRICS},
 };
 
 /* The route of url and method; NULL when none (*path_known: the path is
@@ -1238,7 +1239,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_t *cx, const ch
     if (rt == NULL)
         return fail(c, EP_OTHER, 404, NULL, "no endpoint %s %s (see /v1/models, "
                     "/v1/chat/completions, /v1/completions)", method, url);
-    if (strcmp(url, "/health") != 0 &&
+    if (cx->endpoint != EP_HEALTH &&
         !key_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")))
         return fail(c, cx->endpoint, 401, NULL, "a valid API key is required "
                     "(Authorization: Bearer KEY)");
@@ -1255,7 +1256,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_t *cx, const ch
     pthread_mutex_lock(&srv.mu);
     const int phase = srv.phase;
     pthread_mutex_unlock(&srv.mu);
-    if (phase != READY && strcmp(url, "/health") != 0 && strcmp(url, "/metrics") != 0)
+    if (phase != READY && cx->endpoint != EP_HEALTH && cx->endpoint != EP_METRICS)
         return fail(c, cx->endpoint, 503, NULL, "%s", phase == LOADING ? "loading the model"
                     : phase == DRAINING ? "the server is shutting down"
                                         : "the pipeline failed; the server is stopping");
@@ -1295,17 +1296,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (cx->too_big)
         return fail(c, cx->endpoint, 413, NULL, "the body is larger than %d bytes (--max-body)",
                     srv.o.max_body);
-    if (strcmp(url, "/health") == 0)
-        return serve_health(c);
-    if (strcmp(url, "/metrics") == 0)
-        return serve_metrics(c);
-    if (strstr(url, "models") != NULL)
-        return serve_models(c);
-    if (cx->endpoint == EP_TOKENIZE)
-        return serve_tokenize(c, cx);
-    if (cx->endpoint == EP_DETOKENIZE)
-        return serve_detokenize(c, cx);
-    return serve_completion(c, cx);
+    switch (cx->endpoint) {
+    case EP_HEALTH: return serve_health(c);
+    case EP_METRICS: return serve_metrics(c);
+    case EP_MODELS: return serve_models(c);
+    case EP_TOKENIZE: return serve_tokenize(c, cx);
+    case EP_DETOKENIZE: return serve_detokenize(c, cx);
+    default: return serve_completion(c, cx); /* EP_CHAT, EP_COMPLETIONS: first_call routed it */
+    }
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -1473,7 +1471,7 @@ static void fail_all(void)
     pthread_mutex_lock(&srv.mu);
     for (srv_req_t *r = srv.head, *next; r != NULL; r = next) {
         next = r->next;
-        req_done(r, NULL, true, req_endpoint(r));
+        req_done(r, NULL, true);
         req_unref(r);
     }
     srv.head = srv.tail = NULL;
@@ -1546,7 +1544,7 @@ static int run(MPI_Comm comm)
             srv.phase = FATAL;
             for (int s = 0; s < o->parallel; s++)
                 if (srv.active[s] != NULL) {
-                    req_done(srv.active[s], NULL, true, req_endpoint(srv.active[s]));
+                    req_done(srv.active[s], NULL, true);
                     req_unref(srv.active[s]);
                     srv.active[s] = NULL;
                 }
