@@ -441,21 +441,14 @@ static size_t request_text(batch_t *b, const request_t *rq)
         } else {
             bt_detok_flush(b->detok, &s, &len);
         }
-        for (size_t k = 0; k < len;) {
-            uint32_t cp;
-            char enc[4];
-            k += (size_t)bt_utf8_decode(s + k, len - k, &cp);
-            int m = bt_utf8_encode(cp, enc);
-            if (n + 4 > b->text_cap) {
-                size_t cap = b->text_cap ? 2 * b->text_cap : 4096;
-                char *t = realloc(b->text, cap);
-                if (t == NULL)
-                    return n; /* the text is cut; the ids are whole */
-                b->text = t, b->text_cap = cap;
-            }
-            memcpy(b->text + n, enc, (size_t)m);
-            n += (size_t)m;
+        if (n + 3 * len > b->text_cap) {
+            size_t cap = 2 * (n + 3 * len) > 4096 ? 2 * (n + 3 * len) : 4096;
+            char *t = realloc(b->text, cap);
+            if (t == NULL)
+                return n; /* the text is cut; the ids are whole */
+            b->text = t, b->text_cap = cap;
         }
+        n += bt_utf8_repair(s, len, b->text + n);
     }
     return n;
 }

@@ -346,18 +346,14 @@ static void req_done(srv_req_t *r, const char *finish, bool failed)
 /* Appends s[0..n) to r's text, each byte that is not valid UTF-8 as U+FFFD. */
 static bool add_text(srv_req_t *r, const char *s, size_t n)
 {
-    if (r->n_text + 4 * n + 1 > r->cap_text) {
-        size_t cap = 2 * (r->n_text + 4 * n + 1);
+    if (r->n_text + 3 * n + 1 > r->cap_text) {
+        size_t cap = 2 * (r->n_text + 3 * n + 1);
         char *t = realloc(r->text, cap);
         if (t == NULL)
             return false;
         r->text = t, r->cap_text = cap;
     }
-    for (size_t k = 0; k < n;) {
-        uint32_t cp;
-        k += (size_t)bt_utf8_decode(s + k, n - k, &cp);
-        r->n_text += (size_t)bt_utf8_encode(cp, r->text + r->n_text);
-    }
+    r->n_text += bt_utf8_repair(s, n, r->text + r->n_text);
     r->text[r->n_text] = '\0';
     return true;
 }
@@ -622,16 +618,11 @@ static bool await(srv_req_t *r, int n, int fd)
  * its bytes as a JSON array. */
 static json_t *token_json(int32_t id, float logprob, bool with_top, const bt_logprobs_t *lp)
 {
-    char raw[256], text[4 * 256 + 1];
+    char raw[256], text[3 * 256];
     int n = bt_tokenizer_piece(srv.tok, id, true, raw, sizeof raw);
     n = n < 0 ? 0 : n > (int)sizeof raw ? (int)sizeof raw : n;
-    size_t m = 0;
+    const size_t m = bt_utf8_repair(raw, (size_t)n, text);
     json_t *bytes = json_array();
-    for (int k = 0; k < n;) {
-        uint32_t cp;
-        k += bt_utf8_decode(raw + k, (size_t)(n - k), &cp);
-        m += (size_t)bt_utf8_encode(cp, text + m);
-    }
     for (int k = 0; k < n; k++)
         json_array_append_new(bytes, json_integer((unsigned char)raw[k]));
     json_t *t = json_pack("{s:s%,s:f,s:o}", "token", text, m, "logprob", (double)logprob,

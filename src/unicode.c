@@ -131,3 +131,14 @@ size_t bt_utf8_complete_prefix(const char *s, size_t n)
     }
     return n;
 }
+
+size_t bt_utf8_repair(const char *s, size_t n, char *out)
+{
+    size_t m = 0;
+    for (size_t k = 0; k < n;) {
+        uint32_t cp;
+        k += (size_t)bt_utf8_decode(s + k, n - k, &cp);
+        m += (size_t)bt_utf8_encode(cp, out + m);
+    }
+    return m;
+}

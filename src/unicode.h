@@ -45,6 +45,11 @@ int bt_utf8_decode(const char *s, size_t n, uint32_t *cp);
  * and returns its length (1..4). */
 int bt_utf8_encode(uint32_t cp, char out[4]);
 
+/* s[0..n) as valid UTF-8 into out, which has room for 3 * n bytes: each
+ * byte that is not part of a valid character becomes U+FFFD. Returns the
+ * bytes written (no NUL). */
+size_t bt_utf8_repair(const char *s, size_t n, char *out);
+
 /* Sequence length announced by a lead byte the way llama.cpp splits text
  * into characters: 1 for ASCII and for stray continuation bytes, 2 for
  * 0xC0..0xDF, 3 for 0xE0..0xEF, 4 for 0xF0..0xFF. */
