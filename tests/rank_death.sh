@@ -88,9 +88,17 @@ kill_test() {
     job=
     local took
     took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-    local left=0 p
-    for p in $ranks; do # a zombie (Z) is dead, only not yet reaped by its new parent
-        case $(ps -o stat= -p "$p" 2>/dev/null) in ''|Z*) ;; *) left=$((left + 1)) ;; esac
+    # mpirun has exited; the ranks it killed may still be tearing down (an
+    # ASan build unmaps its shadow memory on the way out), so each gets up to
+    # 5 s to be gone. A zombie (Z) is dead, only not yet reaped by its new parent.
+    local left p
+    for i in $(seq 1 50); do
+        left=0
+        for p in $ranks; do
+            case $(ps -o stat= -p "$p" 2>/dev/null) in ''|Z*) ;; *) left=$((left + 1)) ;; esac
+        done
+        [ "$left" -eq 0 ] && break
+        sleep 0.1
     done
     if [ "$rc" -ne 0 ] && awk -v t="$took" 'BEGIN { exit !(t <= 10) }' && [ "$left" -eq 0 ]; then
         ok "$name: SIGKILL of rank $rank, job exit $rc after ${took} s, no rank left"
