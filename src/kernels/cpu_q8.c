@@ -47,7 +47,7 @@
 /* Tokens quantized at once (per thread): with the block scales and sums
  * that is 48 bytes per column, inside the bt_scratch_floats per column the
  * scratch gives (with room after it for a packed panel, 18 bytes per
- * column at most, and for the tokens' q8_block_t records, 48). */
+ * column at most, and for the tokens' panel records, 48). */
 #define Q8_TOKENS 32
 
 /* Tokens one packed-panel call multiplies: their integer sums and float
@@ -58,6 +58,15 @@
 #define Q8_PANEL_TOKENS 4
 #endif
 
+/* How far ahead of its loads a panel kernel prefetches its weights, in
+ * bytes. One core's hardware prefetcher alone kept a one-token product of
+ * the 4-bit formats near 60% of the read bandwidth (perf: the samples sat
+ * on the weight loads); 8 KiB ahead took it to 85-100% on a Zen 5, where
+ * 4 KiB gained half of that and 16 KiB less (the L1 then holds less of the
+ * activations). Past a matrix's end it reads at most this much of
+ * whatever follows. */
+#define Q8_PREFETCH 8192
+
 typedef struct {
     const int8_t *q;       /* [Q8_TOKENS][n_in] */
     const float *d;        /* [Q8_TOKENS][n_in / 32] */
@@ -65,19 +74,26 @@ typedef struct {
     const int32_t *isum16; /* [Q8_TOKENS][n_in / 16]: sum of each half block's q */
 } q8_rows_t;
 
-/* The activations of Q8_PANEL_TOKENS tokens for one 32-block as the packed
- * panel kernel reads them, every operand a broadcast from one pointer at a
- * constant offset (token t's rows lie n_in apart; 8 row pointers took
- * general registers the kernel needs, and building the start values took
- * the vector ports' issue slots): x[g][t] = token t's q of elements 4g ..
- * 4g + 3; start[h][t] = -c * the sum of the q that its integer sum covers
- * (the block; for Q6_K each half), dx[t] its step, isum[t] its sum of q as
- * a float (formats with a minimum). Tokens past the last are zero. */
-typedef struct {
-    int32_t x[8][Q8_PANEL_TOKENS];
-    int32_t start[2][Q8_PANEL_TOKENS];
-    float dx[Q8_PANEL_TOKENS], isum[Q8_PANEL_TOKENS];
-} q8_block_t;
+/* The activations of T <= Q8_PANEL_TOKENS tokens for one 32-block as the
+ * packed panel kernel reads them, every operand a broadcast from one
+ * pointer at a constant offset (token t's rows lie n_in apart; 8 row
+ * pointers took general registers the kernel needs, and building the start
+ * values took the vector ports' issue slots): REC_WORDS(T) 32-bit words,
+ *   x[g][t]      word T g + t: token t's q of elements 4g .. 4g + 3;
+ *   start[h][t]  word T (8 + h) + t: -c * the sum of the q that its integer
+ *                sum covers (the block; for Q6_K each half);
+ *   dx[t]        word 10 T + t: its step (float);
+ *   isum[t]      word 11 T + t: its sum of q as a float (formats with a
+ *                minimum).
+ * The record is as wide as the tokens it holds: one token's is 48 bytes,
+ * so a decode product reads under a cache line of activations per block
+ * next to the weights' 4.5 (eight tokens' records, read for one, took six
+ * lines a block, from L2 once n_in passed a few thousand). */
+#define REC_WORDS(T) (12 * (T))
+#define REC_X(r, T, g, t) ((r) + (T) * (g) + (t))
+#define REC_START(r, T, h, t) ((r) + (T) * (8 + (h)) + (t))
+#define REC_DX(r, T, t) ((const float *)(const void *)((r) + 10 * (T) + (t)))
+#define REC_ISUM(r, T, t) ((const float *)(const void *)((r) + 11 * (T) + (t)))
 
 /* f16_step: keep each block's step rounded to f16, as ggml's Q8_0
  * activations do (the ones it multiplies Q4_0, Q5_0, Q8_0 and MXFP4 with);
@@ -627,7 +643,7 @@ static const int8_t mxfp4_u[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9
 /* One panel (16 rows) times T tokens: out[t * ldo + i] for i < nr, the
  * activations from xb[0 .. nb) (interleave_rows). */
 static inline __attribute__((always_inline)) void
-panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const q8_block_t *xb,
+panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32_t *xb,
          int64_t nb, const int T, const uint32_t type)
 {
     const bool nib = !packed_bytes_fmt(type);
@@ -637,7 +653,12 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const q8_bl
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++)
         acc[t] = v16f_zero();
-    for (int64_t b = 0; b < nb; b++, pw += pb, xb++) {
+    for (int64_t b = 0; b < nb; b++, pw += pb, xb += REC_WORDS(T)) {
+#ifndef BT_PF_DIST
+#define BT_PF_DIST Q8_PREFETCH
+#endif
+        for (int o = 0; BT_PF_DIST > 0 && o < pb; o += 64)
+            __builtin_prefetch(pw + BT_PF_DIST + o, 0, 3);
         if (sb && b % 8 == 0) {
             dsup = v16f_load_f16(pw);
             if (type == BT_TYPE_Q4_K)
@@ -655,9 +676,9 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const q8_bl
 #pragma GCC unroll 8
             for (int h = 1; h < CH; h++)
                 s[h][t] = v16i_set1(0);
-            s[0][t] = v16i_bcast4(&xb->start[0][t]);
+            s[0][t] = v16i_bcast4(REC_START(xb, T, 0, t));
             if (q6k)
-                s2[t] = v16i_bcast4(&xb->start[1][t]);
+                s2[t] = v16i_bcast4(REC_START(xb, T, 1, t));
         }
 #pragma GCC unroll 8 /* constant chain indices: the sums stay in registers */
         for (int j = 0; j < nv; j++) {
@@ -666,7 +687,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const q8_bl
                 const int h = j % CH;
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
-                    const v16i x = v16i_bcast4(&xb->x[j][t]);
+                    const v16i x = v16i_bcast4(REC_X(xb, T, j, t));
                     if (q6k && j >= 4)
                         s2[t] = v16i_dot_small(s2[t], v, x);
                     else if (type != BT_TYPE_Q8_0) /* u < 64 */
@@ -683,8 +704,8 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const q8_bl
                 const int h0 = (2 * j) % CH, h1 = (2 * j + 1) % CH;
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
-                    s[h0][t] = v16i_dot_small(s[h0][t], lo, v16i_bcast4(&xb->x[j][t]));
-                    s[h1][t] = v16i_dot_small(s[h1][t], hi, v16i_bcast4(&xb->x[j + 4][t]));
+                    s[h0][t] = v16i_dot_small(s[h0][t], lo, v16i_bcast4(REC_X(xb, T, j, t)));
+                    s[h1][t] = v16i_dot_small(s[h1][t], hi, v16i_bcast4(REC_X(xb, T, j + 4, t)));
                 }
             }
         }
@@ -711,12 +732,12 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const q8_bl
         }
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const v16f dx = v16f_set1(xb->dx[t]);
+            const v16f dx = v16f_set1(*REC_DX(xb, T, t));
             acc[t] = v16f_fma(v16f_from_i32(s[0][t]), v16f_mul(dw, dx), acc[t]);
             if (q6k)
                 acc[t] = v16f_fma(v16f_from_i32(s2[t]), v16f_mul(dw2, dx), acc[t]);
             if (has_min(type))
-                acc[t] = v16f_fma(v16f_set1(xb->isum[t]), v16f_mul(m, dx), acc[t]);
+                acc[t] = v16f_fma(v16f_set1(*REC_ISUM(xb, T, t)), v16f_mul(m, dx), acc[t]);
         }
     }
 #pragma GCC unroll 8
@@ -724,35 +745,33 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const q8_bl
         v16f_store_n(out + (size_t)t * ldo, acc[t], nr);
 }
 
-/* Tokens [t0, t0 + nt) (nt <= Q8_PANEL_TOKENS) of xq as nb records. */
-static void interleave_rows(q8_block_t *restrict o, q8_rows_t xq, int t0, int nt, int64_t n_in,
+/* Tokens [t0, t0 + nt) (nt <= Q8_PANEL_TOKENS) of xq as nb records of
+ * REC_WORDS(nt) words. */
+static void interleave_rows(int32_t *restrict o, q8_rows_t xq, int t0, int nt, int64_t n_in,
                             uint32_t type)
 {
     const int64_t nb = n_in / 32;
     const int c = offset_c(type);
-    memset(o, 0, (size_t)nb * sizeof *o);
-    for (int64_t b = 0; b < nb; b++)
+    for (int64_t b = 0; b < nb; b++, o += REC_WORDS(nt))
         for (int t = 0; t < nt; t++) {
             const size_t xb = (size_t)(t0 + t) * nb + b;
             for (int g = 0; g < 8; g++)
-                memcpy(&o[b].x[g][t], xq.q + (size_t)(t0 + t) * n_in + 32 * b + 4 * g, 4);
-            if (type == BT_TYPE_Q6_K) {
-                o[b].start[0][t] = neg_times(xq.isum16[2 * xb], c);
-                o[b].start[1][t] = neg_times(xq.isum16[2 * xb + 1], c);
-            } else {
-                o[b].start[0][t] = neg_times(xq.isum[xb], c);
-            }
-            o[b].dx[t] = xq.d[xb];
-            o[b].isum[t] = (float)xq.isum[xb];
+                memcpy(REC_X(o, nt, g, t), xq.q + (size_t)(t0 + t) * n_in + 32 * b + 4 * g, 4);
+            const bool q6k = type == BT_TYPE_Q6_K;
+            *REC_START(o, nt, 0, t) = neg_times(q6k ? xq.isum16[2 * xb] : xq.isum[xb], c);
+            *REC_START(o, nt, 1, t) = q6k ? neg_times(xq.isum16[2 * xb + 1], c) : 0;
+            const float dx = xq.d[xb], isum = (float)xq.isum[xb];
+            memcpy(o + 10 * nt + t, &dx, sizeof dx);
+            memcpy(o + 11 * nt + t, &isum, sizeof isum);
         }
 }
 
-typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, const q8_block_t *,
+typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, const int32_t *,
                          int64_t);
 
 #define PANEL(ty, T)                                                                           \
     static void pn_##ty##_##T(float *restrict o, size_t ldo, int nr, const uint8_t *pw,         \
-                              const q8_block_t *x, int64_t nb)                                  \
+                              const int32_t *x, int64_t nb)                                     \
     {                                                                                           \
         panel_q8(o, ldo, nr, pw, x, nb, T, BT_TYPE_##ty);                                       \
     }
@@ -836,14 +855,14 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
         int32_t *isum = (int32_t *)(d + (size_t)Q8_TOKENS * nb);
         int32_t *isum16 = isum + (size_t)Q8_TOKENS * nb;
         uint8_t *own = (uint8_t *)(isum16 + (size_t)Q8_TOKENS * 2 * nb); /* a packed panel */
-        q8_block_t *recs = (q8_block_t *)(((uintptr_t)(own + pstride) + 63) & ~(uintptr_t)63);
+        int32_t *recs = (int32_t *)(((uintptr_t)(own + pstride) + 63) & ~(uintptr_t)63);
         for (int t0 = 0; t0 < n_tok; t0 += Q8_TOKENS) {
             const int nt = n_tok - t0 < Q8_TOKENS ? n_tok - t0 : Q8_TOKENS;
             quantize_rows(q, d, isum, isum16, x + (size_t)t0 * n_in, nt, n_in,
                           !has_min(w->type) && w->type != BT_TYPE_Q6_K);
             const q8_rows_t xq = {q, d, isum, isum16};
             for (int t = 0; panel && t < nt; t += Q8_PANEL_TOKENS)
-                interleave_rows(recs + (size_t)(t / Q8_PANEL_TOKENS) * nb, xq, t,
+                interleave_rows(recs + (size_t)REC_WORDS(t) * nb, xq, t,
                                 nt - t < Q8_PANEL_TOKENS ? nt - t : Q8_PANEL_TOKENS, n_in,
                                 w->type);
             for (int64_t g = g0; g < g1; g++) {
@@ -859,7 +878,7 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
                     for (int t = 0; t < nt; t += Q8_PANEL_TOKENS) {
                         const int tt = nt - t < Q8_PANEL_TOKENS ? nt - t : Q8_PANEL_TOKENS;
                         panels[tt - 1](o + (size_t)t * n_out, (size_t)n_out, nr, pw,
-                                       recs + (size_t)(t / Q8_PANEL_TOKENS) * nb, nb);
+                                       recs + (size_t)REC_WORDS(t) * nb, nb);
                     }
                     continue;
                 }
