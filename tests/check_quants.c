@@ -985,6 +985,51 @@ START_TEST(test_isa_same)
 }
 END_TEST
 
+/* MXFP4's scale 2^(e - 128) for every e, from 2^-128 (subnormal) to 2^127,
+ * in the 8-bit path of each build, packed and not: row e of W holds 0.5
+ * at element 0 of a block with exponent e (and zeros), x is 1 there (and
+ * 0), so the product is 2^(e - 128), give or take the f16 rounding of
+ * the activation's step. */
+START_TEST(test_mxfp4_scales)
+{
+    const int64_t n_in = 64, n_out = 256;
+    const size_t rb = 2 * sizeof(bt_block_mxfp4_t);
+    uint8_t *blocks = xmalloc((size_t)n_out * rb);
+    memset(blocks, 0, (size_t)n_out * rb);
+    for (int64_t o = 0; o < n_out; o++) {
+        bt_block_mxfp4_t *b = (bt_block_mxfp4_t *)(void *)(blocks + (size_t)o * rb);
+        b[0].e = (uint8_t)o;
+        b[0].qs[0] = 0x01; /* code 1: 0.5 */
+        b[1].e = 127;
+    }
+    const bt_matrix_t w = {.type = BT_TYPE_MXFP4, .n_in = n_in, .n_out = n_out,
+                           .row_bytes = rb, .data = blocks};
+    float x[3 * 64] = {0}, out[3 * 256];
+    for (int t = 0; t < 3; t++)
+        x[t * n_in] = 1.0f;
+    const bt_isa_t was = bt_isa_active();
+    static const bt_isa_t isas[] = {BT_ISA_AVX512, BT_ISA_AVX2};
+    for (int i = 0; i < 2; i++) {
+        if (bt_isa_missing(isas[i]) != NULL)
+            continue;
+        for (int packed = 0; packed < 2; packed++)
+            for (int nt = 1; nt <= 3; nt += 2) {
+                cpu_product(isas[i], packed, &w, x, nt, 1, out);
+                for (int t = 0; t < nt; t++)
+                    for (int64_t e = 0; e < n_out; e++) {
+                        const double want = ldexp(1.0, (int)e - 128), got = out[t * n_out + e];
+                        CHECK_MSG(fabs(got - want) <= 1e-3 * want,
+                                  "%s %s, %d tokens: e %lld: %a, want %a",
+                                  bt_isa_name(isas[i]), packed ? "packed" : "unpacked", nt,
+                                  (long long)e, got, want);
+                    }
+            }
+    }
+    bt_isa_select(was);
+    free(blocks);
+}
+END_TEST
+
 /* ==== invariance: one batch vs micro-batches vs threads, bitwise ==== */
 
 static const int splits[][3] = {{1, 3, 9}, {1, 1, 1}, {4, 9, 0}, {5, 5, 3}, {3, 3, 3}};
@@ -1078,6 +1123,7 @@ static Suite *quants_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_matmul, 0, N_Q_TYPES);
     tcase_add_test(tc, test_matmul_mxfp4);
+    tcase_add_test(tc, test_mxfp4_scales);
     tcase_add_test(tc, test_matmul_q8_0);
     suite_add_tcase(s, tc);
     tc = tcase_create("invariance");

@@ -451,7 +451,7 @@ static int type_index(uint32_t type)
  *     Q6_K: u = q, 0..63): 8 vectors, vector j = for each row its elements
  *     4j .. 4j + 3;
  * then the block's per-row scales: Q4_0, Q5_0 and Q8_0 16 f16 d; MXFP4 16
- * f32 2^(e - 128); Q4_1 and
+ * bytes e (the kernel makes 2^(e - 128) of them); Q4_1 and
  * Q5_1 16 f16 d, 16 f16 m; Q4_K 16 bytes of 6-bit scale, 16 of 6-bit min;
  * Q6_K 2 x 16 int8 scales (the two 16-element halves). The K formats put each
  * super-block's 16 f16 d (and Q4_K's 16 f16 dmin) before its 8 blocks.
@@ -467,7 +467,7 @@ static int packed_block_bytes(uint32_t type)
     case BT_TYPE_Q5_0: return 8 * 64 + 32;
     case BT_TYPE_Q5_1: return 8 * 64 + 64;
     case BT_TYPE_Q8_0: return 8 * 64 + 32;
-    case BT_TYPE_MXFP4: return 4 * 64 + 64;
+    case BT_TYPE_MXFP4: return 4 * 64 + 16;
     case BT_TYPE_Q4_K: return 4 * 64 + 32;
     case BT_TYPE_Q6_K: return 8 * 64 + 32;
     default: return 0;
@@ -590,9 +590,7 @@ static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
             case BT_TYPE_Q4_0: ((uint16_t *)sc)[r] = ((const bt_block_q4_0_t *)row)[b].d; break;
             case BT_TYPE_Q8_0: ((uint16_t *)sc)[r] = ((const bt_block_q8_0_t *)row)[b].d; break;
             case BT_TYPE_Q5_0: ((uint16_t *)sc)[r] = ((const bt_block_q5_0_t *)row)[b].d; break;
-            case BT_TYPE_MXFP4: /* 2^(e - 128), in f32 (beyond f16's range) */
-                ((float *)(void *)sc)[r] = ldexpf(1.0f, ((const bt_block_mxfp4_t *)row)[b].e - 128);
-                break;
+            case BT_TYPE_MXFP4: sc[r] = ((const bt_block_mxfp4_t *)row)[b].e; break;
             case BT_TYPE_Q5_1:
                 ((uint16_t *)sc)[r] = ((const bt_block_q5_1_t *)row)[b].d;
                 ((uint16_t *)sc)[16 + r] = ((const bt_block_q5_1_t *)row)[b].m;
@@ -723,8 +721,8 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
         } else if (q6k) {
             dw = v16f_mul(dsup, v16f_from_i8(sc));
             dw2 = v16f_mul(dsup, v16f_from_i8(sc + 16));
-        } else if (type == BT_TYPE_MXFP4) {
-            dw = v16f_load((const float *)(const void *)sc);
+        } else if (type == BT_TYPE_MXFP4) { /* 2^(e - 128), exact (2^-128 is subnormal) */
+            dw = v16f_ldexp(v16f_set1(1.0f), v16f_sub(v16f_from_u8(sc), v16f_set1(128.0f)));
         } else {
             dw = v16f_load_f16(sc);
             if (has_min(type))
