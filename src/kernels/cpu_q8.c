@@ -444,18 +444,20 @@ static int type_index(uint32_t type)
  * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K. Rows in panels of 16 (the last
  * padded with zero rows). Per panel, per 32-block:
  *   nibble formats (Q4_0, Q4_1, Q4_K; MXFP4 as its E2M1 codes, which the
- *     kernel turns into u by a 16-entry table): 4 vectors of 64 bytes,
- *     vector j = for each row r its 4 bytes holding elements 4j.. (low
- *     nibbles) and 16 + 4j.. (high nibbles);
- *   byte formats (Q8_0: u = q + 128; Q5_0, Q5_1: u = the 5-bit q, 0..31;
- *     Q6_K: u = q, 0..63): 8 vectors, vector j = for each row its elements
- *     4j .. 4j + 3;
+ *     kernel turns into u by a 16-entry table; Q5_0 and Q5_1 as the low 4
+ *     bits of their 5-bit u): 4 vectors of 64 bytes, vector j = for each
+ *     row r its 4 bytes holding elements 4j.. (low nibbles) and 16 + 4j..
+ *     (high nibbles); Q5_0 and Q5_1 then 8 64-bit masks of the fifth bits,
+ *     mask j (low nibbles) and 4 + j (high) with bit 4r + i for byte 4r + i
+ *     of vector j, which the kernel adds as 16 (a masked byte add);
+ *   byte formats (Q8_0: u = q + 128; Q6_K: u = q, 0..63): 8 vectors,
+ *     vector j = for each row its elements 4j .. 4j + 3;
  * then the block's per-row scales: Q4_0, Q5_0 and Q8_0 16 f16 d; MXFP4 16
  * bytes e (the kernel makes 2^(e - 128) of them); Q4_1 and
  * Q5_1 16 f16 d, 16 f16 m; Q4_K 16 bytes of 6-bit scale, 16 of 6-bit min;
  * Q6_K 2 x 16 int8 scales (the two 16-element halves). The K formats put each
  * super-block's 16 f16 d (and Q4_K's 16 f16 dmin) before its 8 blocks.
- * About the bytes of the blocks (Q6_K: 30% more). A row's 4 bytes times
+ * The bytes of the blocks (Q4_K 3% more, Q6_K 30%). A row's 4 bytes times
  * one token's 4 quantized activations is one vpdpbusd lane: a block's sum
  * for 16 rows accumulates in integers before its single conversion. */
 
@@ -464,8 +466,8 @@ static int packed_block_bytes(uint32_t type)
     switch (type) {
     case BT_TYPE_Q4_0: return 4 * 64 + 32;
     case BT_TYPE_Q4_1: return 4 * 64 + 64;
-    case BT_TYPE_Q5_0: return 8 * 64 + 32;
-    case BT_TYPE_Q5_1: return 8 * 64 + 64;
+    case BT_TYPE_Q5_0: return 4 * 64 + 64 + 32;
+    case BT_TYPE_Q5_1: return 4 * 64 + 64 + 64;
     case BT_TYPE_Q8_0: return 8 * 64 + 32;
     case BT_TYPE_MXFP4: return 4 * 64 + 16;
     case BT_TYPE_Q4_K: return 4 * 64 + 32;
@@ -477,8 +479,19 @@ static int packed_block_bytes(uint32_t type)
 /* Whether the packed layout holds a byte per element (else two per byte). */
 static inline bool packed_bytes_fmt(uint32_t type)
 {
-    return type == BT_TYPE_Q8_0 || type == BT_TYPE_Q6_K || type == BT_TYPE_Q5_0 ||
-           type == BT_TYPE_Q5_1;
+    return type == BT_TYPE_Q8_0 || type == BT_TYPE_Q6_K;
+}
+
+/* Whether its nibbles have a plane of fifth bits (Q5_0, Q5_1). */
+static inline bool packed_plane(uint32_t type)
+{
+    return type == BT_TYPE_Q5_0 || type == BT_TYPE_Q5_1;
+}
+
+/* Bytes of a block's element vectors (and plane), before its scales. */
+static inline int packed_scales_at(uint32_t type)
+{
+    return (packed_bytes_fmt(type) ? 8 : 4) * 64 + (packed_plane(type) ? 64 : 0);
 }
 
 /* Bytes per panel before each super-block of 8 blocks (K formats). */
@@ -580,12 +593,17 @@ static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
             }
             for (int k = 0; k < 32; k++) {
                 const uint8_t u = element_u(row, type, b, k);
-                if (nib) /* byte 4j + i of row r: elements 4j + i and 16 + 4j + i */
-                    ob[64 * (k % 16 / 4) + 4 * r + k % 4] |= (uint8_t)(k < 16 ? u : u << 4);
-                else
+                if (nib) { /* byte 4j + i of row r: elements 4j + i and 16 + 4j + i */
+                    const int lane = 4 * r + k % 4, v = k % 16 / 4;
+                    ob[64 * v + lane] |= (uint8_t)(k < 16 ? u & 0xf : (u & 0xf) << 4);
+                    if (u & 0x10) /* the fifth bit: bit lane of mask v (low) or 4 + v */
+                        ob[4 * 64 + 8 * (v + (k < 16 ? 0 : 4)) + lane / 8] |=
+                            (uint8_t)(1u << lane % 8);
+                } else {
                     ob[64 * (k / 4) + 4 * r + k % 4] = u;
+                }
             }
-            uint8_t *sc = ob + (nib ? 4 : 8) * 64;
+            uint8_t *sc = ob + packed_scales_at(type);
             switch (type) {
             case BT_TYPE_Q4_0: ((uint16_t *)sc)[r] = ((const bt_block_q4_0_t *)row)[b].d; break;
             case BT_TYPE_Q8_0: ((uint16_t *)sc)[r] = ((const bt_block_q8_0_t *)row)[b].d; break;
@@ -699,6 +717,10 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
                     lo = v16i_lut16(lo, mxfp4_u);
                     hi = v16i_lut16(hi, mxfp4_u);
                 }
+                if (packed_plane(type)) { /* the fifth bits */
+                    lo = v16i_add16_bits(lo, pw + 4 * 64 + 8 * j);
+                    hi = v16i_add16_bits(hi, pw + 4 * 64 + 8 * (4 + j));
+                }
                 const int h0 = (2 * j) % CH, h1 = (2 * j + 1) % CH;
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
@@ -713,7 +735,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
             for (int h = 1; h < CH; h++)
                 s[0][t] = v16i_add(s[0][t], s[h][t]);
         /* the rows' scales (and minimums) of this block, as wpair gives them */
-        const uint8_t *sc = pw + 64 * nv;
+        const uint8_t *sc = pw + packed_scales_at(type);
         v16f dw, dw2 = v16f_zero(), m = v16f_zero();
         if (type == BT_TYPE_Q4_K) {
             dw = v16f_mul(dsup, v16f_from_u8(sc));

@@ -111,6 +111,14 @@ S16 v16i v16i_nib_hi(v16i a)
 {
     return _mm512_and_si512(_mm512_srli_epi16(a, 4), _mm512_set1_epi8(0x0f));
 }
+/* a with 16 added to each byte i (0..63) whose bit i of the 64-bit
+ * little-endian mask at bits is set: a 5-bit format's high bits. */
+S16 v16i v16i_add16_bits(v16i a, const void *bits)
+{
+    uint64_t m;
+    memcpy(&m, bits, sizeof m);
+    return _mm512_mask_add_epi8(a, _cvtu64_mask64(m), a, _mm512_set1_epi8(16));
+}
 /* Each byte (0..15) of a replaced by table[byte]. */
 S16 v16i v16i_lut16(v16i a, const int8_t table[16])
 {
@@ -294,6 +302,24 @@ S16 v16i v16i_nib_hi(v16i a)
     const __m256i m = _mm256_set1_epi8(0x0f);
     return V16I(_mm256_and_si256(_mm256_srli_epi16(a.lo, 4), m),
                 _mm256_and_si256(_mm256_srli_epi16(a.hi, 4), m));
+}
+/* 16 in each byte i of 32 whose bit i of m is set, else 0: byte i takes
+ * the mask byte i / 8 and keeps the bit i % 8 of it. */
+S16 __m256i bits16x32(uint32_t m)
+{
+    const __m256i rep = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int32_t)m),
+        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                         3, 3, 3, 3, 3, 3, 3));
+    const __m256i sel = _mm256_set1_epi64x((int64_t)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(rep, sel), sel),
+                            _mm256_set1_epi8(16));
+}
+S16 v16i v16i_add16_bits(v16i a, const void *bits)
+{
+    uint32_t m[2];
+    memcpy(m, bits, sizeof m);
+    return V16I(_mm256_add_epi8(a.lo, bits16x32(m[0])), _mm256_add_epi8(a.hi, bits16x32(m[1])));
 }
 /* Each byte (0..15) of a replaced by table[byte]. */
 S16 v16i v16i_lut16(v16i a, const int8_t table[16])
