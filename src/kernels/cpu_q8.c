@@ -471,27 +471,25 @@ static int packed_block_bytes(uint32_t type)
     case BT_TYPE_Q8_0: return 8 * 64 + 32;
     case BT_TYPE_MXFP4: return 4 * 64 + 16;
     case BT_TYPE_Q4_K: return 4 * 64 + 32;
-    case BT_TYPE_Q6_K: return 8 * 64 + 32;
+    case BT_TYPE_Q6_K: return 4 * 64 + 128 + 32;
     default: return 0;
     }
 }
 
 /* Whether the packed layout holds a byte per element (else two per byte). */
-static inline bool packed_bytes_fmt(uint32_t type)
-{
-    return type == BT_TYPE_Q8_0 || type == BT_TYPE_Q6_K;
-}
+static inline bool packed_bytes_fmt(uint32_t type) { return type == BT_TYPE_Q8_0; }
 
-/* Whether its nibbles have a plane of fifth bits (Q5_0, Q5_1). */
-static inline bool packed_plane(uint32_t type)
+/* The high bits its nibbles have in a plane after them: 1 (Q5_0, Q5_1),
+ * 2 (Q6_K) or none; the plane has 64 bytes per bit. */
+static inline int packed_plane(uint32_t type)
 {
-    return type == BT_TYPE_Q5_0 || type == BT_TYPE_Q5_1;
+    return type == BT_TYPE_Q5_0 || type == BT_TYPE_Q5_1 ? 1 : type == BT_TYPE_Q6_K ? 2 : 0;
 }
 
 /* Bytes of a block's element vectors (and plane), before its scales. */
 static inline int packed_scales_at(uint32_t type)
 {
-    return (packed_bytes_fmt(type) ? 8 : 4) * 64 + (packed_plane(type) ? 64 : 0);
+    return (packed_bytes_fmt(type) ? 8 : 4) * 64 + 64 * packed_plane(type);
 }
 
 /* Bytes per panel before each super-block of 8 blocks (K formats). */
@@ -596,9 +594,11 @@ static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
                 if (nib) { /* byte 4j + i of row r: elements 4j + i and 16 + 4j + i */
                     const int lane = 4 * r + k % 4, v = k % 16 / 4;
                     ob[64 * v + lane] |= (uint8_t)(k < 16 ? u & 0xf : (u & 0xf) << 4);
-                    if (u & 0x10) /* the fifth bit: bit lane of mask v (low) or 4 + v */
-                        ob[4 * 64 + 8 * (v + (k < 16 ? 0 : 4)) + lane / 8] |=
-                            (uint8_t)(1u << lane % 8);
+                    uint8_t *plane = ob + 4 * 64;
+                    if (packed_plane(type) == 1 && (u & 0x10)) /* bit lane of mask v or 4 + v */
+                        plane[8 * (v + (k < 16 ? 0 : 4)) + lane / 8] |= (uint8_t)(1u << lane % 8);
+                    else if (packed_plane(type) == 2) /* bits 2v, 2v + 1 of byte lane */
+                        plane[(k < 16 ? 0 : 64) + lane] |= (uint8_t)((u >> 4) << 2 * v);
                 } else {
                     ob[64 * (k / 4) + 4 * r + k % 4] = u;
                 }
@@ -670,11 +670,8 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
     for (int t = 0; t < T; t++)
         acc[t] = v16f_zero();
     for (int64_t b = 0; b < nb; b++, pw += pb, xb += REC_WORDS(T)) {
-#ifndef BT_PF_DIST
-#define BT_PF_DIST Q8_PREFETCH
-#endif
-        for (int o = 0; BT_PF_DIST > 0 && o < pb; o += 64)
-            __builtin_prefetch(pw + BT_PF_DIST + o, 0, 3);
+        for (int o = 0; o < pb; o += 64)
+            __builtin_prefetch(pw + Q8_PREFETCH + o, 0, 3);
         if (sb && b % 8 == 0) {
             dsup = v16f_load_f16(pw);
             if (type == BT_TYPE_Q4_K)
@@ -703,13 +700,8 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
                 const int h = j % CH;
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
-                    const v16i x = v16i_bcast4(REC_X(xb, T, j, t));
-                    if (q6k && j >= 4)
-                        s2[t] = v16i_dot_small(s2[t], v, x);
-                    else if (type != BT_TYPE_Q8_0) /* u < 64 */
-                        s[h][t] = v16i_dot_small(s[h][t], v, x);
-                    else /* Q8_0: u up to 255 */
-                        s[h][t] = v16i_dot(s[h][t], v, x);
+                    /* Q8_0, the one byte format: u up to 255 */
+                    s[h][t] = v16i_dot(s[h][t], v, v16i_bcast4(REC_X(xb, T, j, t)));
                 }
             } else {
                 v16i lo = v16i_nib_lo(v), hi = v16i_nib_hi(v);
@@ -717,15 +709,23 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
                     lo = v16i_lut16(lo, mxfp4_u);
                     hi = v16i_lut16(hi, mxfp4_u);
                 }
-                if (packed_plane(type)) { /* the fifth bits */
+                if (packed_plane(type) == 1) { /* the fifth bits */
                     lo = v16i_add16_bits(lo, pw + 4 * 64 + 8 * j);
                     hi = v16i_add16_bits(hi, pw + 4 * 64 + 8 * (4 + j));
+                } else if (q6k) { /* bits 4 and 5: bits 2j, 2j + 1 of the plane's bytes */
+                    lo = v16i_or(lo, v16i_bits45(v16i_load(pw + 4 * 64), j));
+                    hi = v16i_or(hi, v16i_bits45(v16i_load(pw + 5 * 64), j));
                 }
-                const int h0 = (2 * j) % CH, h1 = (2 * j + 1) % CH;
+                /* Q6_K: the high nibbles (elements 16..31) are its second half */
+                const int h0 = q6k ? j % CH : (2 * j) % CH, h1 = (2 * j + 1) % CH;
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
                     s[h0][t] = v16i_dot_small(s[h0][t], lo, v16i_bcast4(REC_X(xb, T, j, t)));
-                    s[h1][t] = v16i_dot_small(s[h1][t], hi, v16i_bcast4(REC_X(xb, T, j + 4, t)));
+                    const v16i xh = v16i_bcast4(REC_X(xb, T, j + 4, t));
+                    if (q6k)
+                        s2[t] = v16i_dot_small(s2[t], hi, xh);
+                    else
+                        s[h1][t] = v16i_dot_small(s[h1][t], hi, xh);
                 }
             }
         }

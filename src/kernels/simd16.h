@@ -119,6 +119,17 @@ S16 v16i v16i_add16_bits(v16i a, const void *bits)
     memcpy(&m, bits, sizeof m);
     return _mm512_mask_add_epi8(a, _cvtu64_mask64(m), a, _mm512_set1_epi8(16));
 }
+S16 v16i v16i_or(v16i a, v16i b) { return _mm512_or_si512(a, b); }
+/* Bits 2j and 2j + 1 of each byte of a (j constant, 0..3) at bits 4 and
+ * 5, the rest 0: a 6-bit format's high bits. (A 16-bit shift by at most 4
+ * up or 2 down moves no bit of the neighbouring byte into bits 4-5.) */
+S16 v16i v16i_bits45(v16i a, const int j)
+{
+    const __m512i s = j < 2 ? _mm512_slli_epi16(a, 4 - 2 * j)
+                    : j == 2 ? a
+                             : _mm512_srli_epi16(a, 2);
+    return _mm512_and_si512(s, _mm512_set1_epi8(0x30));
+}
 /* Each byte (0..15) of a replaced by table[byte]. */
 S16 v16i v16i_lut16(v16i a, const int8_t table[16])
 {
@@ -321,6 +332,15 @@ S16 v16i v16i_add16_bits(v16i a, const void *bits)
     memcpy(m, bits, sizeof m);
     return V16I(_mm256_add_epi8(a.lo, bits16x32(m[0])), _mm256_add_epi8(a.hi, bits16x32(m[1])));
 }
+S16 v16i v16i_or(v16i a, v16i b) { return V16I(_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)); }
+S16 __m256i bits45x32(__m256i a, const int j)
+{
+    const __m256i s = j < 2 ? _mm256_slli_epi16(a, 4 - 2 * j)
+                    : j == 2 ? a
+                             : _mm256_srli_epi16(a, 2);
+    return _mm256_and_si256(s, _mm256_set1_epi8(0x30));
+}
+S16 v16i v16i_bits45(v16i a, const int j) { return V16I(bits45x32(a.lo, j), bits45x32(a.hi, j)); }
 /* Each byte (0..15) of a replaced by table[byte]. */
 S16 v16i v16i_lut16(v16i a, const int8_t table[16])
 {
