@@ -457,7 +457,7 @@ static int type_index(uint32_t type)
  * Q5_1 16 f16 d, 16 f16 m; Q4_K 16 bytes of 6-bit scale, 16 of 6-bit min;
  * Q6_K 2 x 16 int8 scales (the two 16-element halves). The K formats put each
  * super-block's 16 f16 d (and Q4_K's 16 f16 dmin) before its 8 blocks.
- * The bytes of the blocks (Q4_K 3% more, Q6_K 30%). A row's 4 bytes times
+ * The bytes of the blocks (Q4_K 3% more). A row's 4 bytes times
  * one token's 4 quantized activations is one vpdpbusd lane: a block's sum
  * for 16 rows accumulates in integers before its single conversion. */
 
