@@ -587,7 +587,7 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
                "these are integer ops, GOP/s), GB/s = weight bytes / time; %% FMA peak, %% int8 "
                "peak (the cpu kernels of the quantized types with 8-bit activations) and %% read "
                "BW against the peak of the same thread count (GEMM: FLOP/s, GEMV: GB/s matter). "
-               "The matmul runs products under 2^21 multiply-adds on one thread. Shapes: ");
+               "The matmul runs products under 2^18 multiply-adds on one thread. Shapes: ");
     for (int i = 0; i < n_shapes; i++)
         fprintf(f, "%s%s", i ? ", " : "", shapes[i].name);
     fprintf(f, " (n_in->n_out).\n\n");

@@ -61,10 +61,9 @@
 /* How far ahead of its loads a panel kernel prefetches its weights, in
  * bytes. One core's hardware prefetcher alone kept a one-token product of
  * the 4-bit formats near 60% of the read bandwidth (perf: the samples sat
- * on the weight loads); 8 KiB ahead took it to 85-100% on a Zen 5, where
- * 4 KiB gained half of that and 16 KiB less (the L1 then holds less of the
- * activations). Past a matrix's end it reads at most this much of
- * whatever follows. */
+ * on the weight loads); on a Zen 5 VM 6 and 8 KiB ahead took it to the
+ * bandwidth, 12 KiB gained less (one set of interleaved runs). Past a
+ * matrix's end it reads at most this much of whatever follows. */
 #define Q8_PREFETCH 8192
 
 typedef struct {
