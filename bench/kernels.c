@@ -575,9 +575,13 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
     fprintf(f, "Peaks: best pass, measured before and after the kernels (FMA: 12 independent "
                "vector chains per thread; int8: independent chains of the quantized kernels' "
                "8-bit dot product, %s, 2 ops per multiply-add; read: SIMD sum over %d MiB). ",
-            bt_isa_active() == BT_ISA_AVX512 ? "vpdpbusd"
-            : bt_isa_active() == BT_ISA_AVX2 ? "vpmaddubsw + vpmaddwd + vpaddd"
-                                             : "none",
+#if defined(__aarch64__)
+            bt_isa_active() != BT_ISA_BASE ? "sdot"
+#else
+            bt_isa_active() == BT_ISA_TOP   ? "vpdpbusd"
+            : bt_isa_active() == BT_ISA_MID ? "vpmaddubsw + vpmaddwd + vpaddd"
+#endif
+                                            : "none",
             p->kernel_bw_mib);
     fprintf(f, "Kernels: the ops table's matmul, median of the samples after one warm-up call "
                "(-r %d, --kernel-time %g s); weights cycle through a pool of at least %.0f MiB, "

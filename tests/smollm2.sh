@@ -76,27 +76,28 @@ then ok "prompt A logits within 1e-3 of llama.cpp's"; else bad "prompt A logits"
 # avx512 and avx2 builds (--kernels cpu: exact integer sums, one float
 # sequence per output), and the sse2 build's exact kernels within 1e-3 of
 # llama.cpp's, as above ----
-for isa in avx512 avx2 sse2; do
-    kern=cpu; [ $isa = sse2 ] && kern=exact
+read -r top mid base <<<"$(case $(uname -m) in aarch64) echo i8mm dotprod armv8 ;; *) echo avx512 avx2 sse2 ;; esac)"
+for isa in $top $mid $base; do
+    kern=cpu; [ $isa = $base ] && kern=exact
     if BATON_ISA=$isa "$bin/baton" -m "$model" --tokens "$prompt" -n 0 -t 2 --kernels $kern \
         --dump-logits "$tmp/$isa.bin" >/dev/null 2>"$tmp/err"; then :
     elif grep -q "cannot run on this CPU" "$tmp/err"; then
         echo "SKIP: BATON_ISA=$isa logits: this CPU $(grep -o "lacks [^)]*" "$tmp/err")"; continue
     else bad "BATON_ISA=$isa"; cat "$tmp/err"; continue; fi
     case $isa in
-    avx2) if [ ! -f "$tmp/avx512.bin" ]; then echo "SKIP: avx2 vs avx512 logits: no avx512 run on this CPU"
-          elif cmp -s "$tmp/avx512.bin" "$tmp/avx2.bin"; then ok "avx2 build: avx512's logits, bit for bit"
-          else bad "avx2 logits differ from avx512's"; fi ;;
-    sse2) if python3 - "$tmp/sse2.bin" "$src/tests/data/smollm2-ref-logits-A.bin" <<'PY'
+    "$mid") if [ ! -f "$tmp/$top.bin" ]; then echo "SKIP: $mid vs $top logits: no $top run on this CPU"
+          elif cmp -s "$tmp/$top.bin" "$tmp/$mid.bin"; then ok "$mid build: $top's logits, bit for bit"
+          else bad "$mid logits differ from $top's"; fi ;;
+    "$base") if python3 - "$tmp/$base.bin" "$src/tests/data/smollm2-ref-logits-A.bin" <<'PY'
 import struct, sys
 a = open(sys.argv[1], "rb").read(); b = open(sys.argv[2], "rb").read()
 n = len(b) // 4
 x = struct.unpack("<%df" % n, a[-len(b):]); y = struct.unpack("<%df" % n, b)
 d = max(abs(p - q) for p, q in zip(x, y))
-print("sse2 build, prompt A last-position logits: max abs diff %.3g vs llama.cpp" % d)
+print("baseline build, prompt A last-position logits: max abs diff %.3g vs llama.cpp" % d)
 sys.exit(0 if d <= 1e-3 else 1)
 PY
-          then ok "sse2 build: logits within 1e-3 of llama.cpp's"; else bad "sse2 logits"; fi ;;
+          then ok "$base build: logits within 1e-3 of llama.cpp's"; else bad "$base logits"; fi ;;
     esac
 done
 

@@ -1,11 +1,14 @@
 /*
- * cpu.c: the fast CPU ops: SIMD (AVX-512, AVX2+FMA, or portable vectors)
+ * cpu.c: the fast CPU ops: SIMD (AVX-512, AVX2+FMA, NEON, or portable vectors)
  * and OpenMP over output rows / heads.
  *
- * Every dot product here accumulates in one fixed way: VL lanes, lane i
- * summing k = i, i + VL, ... in order, then a fixed horizontal sum, then the
+ * Every dot product here accumulates in one fixed way: ML lanes, lane i
+ * summing k = i, i + ML, ... in order, then a fixed horizontal sum, then the
  * scalar tail in order. Which tile or thread computes an element, and how
  * many tokens share the batch, never changes that order (invariant 1).
+ * ML is 16 in every build with fused multiply-adds (AVX-512, AVX2, NEON)
+ * and the horizontal sum is AVX-512's tree in all of them, so bt_ops_exact
+ * gives the same bits in each; the portable build differs in rounding.
  */
 #include <math.h>
 #include <omp.h>
@@ -35,7 +38,7 @@ static inline void vf_store_n(float *p, vf a, int n)
 {
     _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), a);
 }
-#elif BT_SIMD16 /* AVX2, FMA, F16C: the avx2 build */
+#elif BT_SIMD16_AVX2 /* AVX2, FMA, F16C: the avx2 build */
 #define VL 8
 typedef __m256 vf;
 static inline vf vf_zero(void) { return _mm256_setzero_ps(); }
@@ -54,6 +57,34 @@ static inline float vf_sum(vf a)
 }
 static inline vf vf_load_n(const float *p, int n) { return _mm256_maskload_ps(p, lanes_below8(n)); }
 static inline void vf_store_n(float *p, vf a, int n) { _mm256_maskstore_ps(p, lanes_below8(n), a); }
+#elif BT_SIMD16_NEON
+/* aarch64: 16 lanes in four NEON registers, as wide as AVX-512's so that
+ * every dot product here sums in the avx512 build's order (the same bits) */
+#define VL 16
+typedef v16f vf;
+#define VF_EACH(q) for (int q = 0; q < 4; q++)
+static inline vf vf_zero(void) { return v16f_zero(); }
+static inline vf vf_set1(float a) { return v16f_set1(a); }
+static inline vf vf_load(const float *p) { return v16f_load(p); }
+static inline void vf_store(float *p, vf a) { v16f_store_n(p, a, 16); }
+static inline vf vf_fma(vf a, vf b, vf c) { return v16f_fma(a, b, c); }
+static inline vf vf_mul(vf a, vf b) { return v16f_mul(a, b); }
+static inline vf vf_add(vf a, vf b)
+{
+    VF_EACH(q) a.v[q] = vaddq_f32(a.v[q], b.v[q]);
+    return a;
+}
+/* _mm512_reduce_add_ps's tree (GCC's): lanes i + 8 and i, then i + 4 and
+ * i, then i + 2 and i, then lanes 0 and 1 */
+static inline float vf_sum(vf a)
+{
+    const float32x4_t h = vaddq_f32(vaddq_f32(a.v[3], a.v[1]), vaddq_f32(a.v[2], a.v[0]));
+    const float32x4_t t = vaddq_f32(h, vextq_f32(h, h, 2));
+    return vgetq_lane_f32(t, 0) + vgetq_lane_f32(t, 1);
+}
+static inline vf vf_load_n(const float *p, int n) { return v16f_load_n(p, n, 0.0f); }
+static inline void vf_store_n(float *p, vf a, int n) { v16f_store_n(p, a, n); }
+#undef VF_EACH
 #else
 /* Portable: GCC vector extension of 16 bytes (SSE on any x86-64, so no ABI
  * warning); multiply and add stay separate (C11 does not contract), which
@@ -85,6 +116,48 @@ static inline void vf_store_n(float *p, vf a, int n) { memcpy(p, &a, sizeof(floa
 
 /* ---- matmul ---- */
 
+/* The matmul's vectors: ML lanes, 16 where the build has simd16.h (one
+ * AVX-512 register, two AVX2, four NEON), summed in GCC's tree for
+ * _mm512_reduce_add_ps (lanes i + 8 and i, then i + 4 and i, then i + 2
+ * and i, then lanes 0 and 1). AVX2 runs smaller tiles of them (TILE_*):
+ * 16 registers. */
+#if BT_SIMD16
+#define ML 16
+typedef v16f vm;
+static inline vm vm_zero(void) { return v16f_zero(); }
+static inline vm vm_load(const float *p) { return v16f_load(p); }
+static inline vm vm_fma(vm a, vm b, vm c) { return v16f_fma(a, b, c); }
+#ifdef BT_SIMD16_AVX512
+static inline float vm_sum(vm a) { return _mm512_reduce_add_ps(a); }
+#elif BT_SIMD16_AVX2
+static inline float vm_sum(vm a)
+{
+    const __m256 h = _mm256_add_ps(a.hi, a.lo);
+    const __m128 q = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+    const __m128 t = _mm_add_ps(q, _mm_shuffle_ps(q, q, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtss_f32(t) + _mm_cvtss_f32(_mm_shuffle_ps(t, t, 1));
+}
+#else
+static inline float vm_sum(vm a) { return vf_sum(a); }
+#endif
+#else
+#define ML VL
+typedef vf vm;
+static inline vm vm_zero(void) { return vf_zero(); }
+static inline vm vm_load(const float *p) { return vf_load(p); }
+static inline vm vm_fma(vm a, vm b, vm c) { return vf_fma(a, b, c); }
+static inline float vm_sum(vm a) { return vf_sum(a); }
+#endif
+#if BT_SIMD16_AVX2
+#define TILE_R 2  /* rows and tokens of a tile: 2 x 2 x 2 accumulators */
+#define TILE_T 2
+#define TILE_R1 4 /* rows of a one-token tile */
+#else
+#define TILE_R 4
+#define TILE_T 4
+#define TILE_R1 8
+#endif
+
 /* Tile of R rows of W by T tokens: out[t * ldo + r] = W[r] . x[t] over n.
  * Called only with constant R (1..4, or 8 with T = 1) and T (1..4) so the
  * accumulators stay in registers. */
@@ -94,31 +167,31 @@ tile(float *restrict out, size_t ldo, const float *restrict w, size_t ldw,
 {
     /* the loops over r and t unroll fully (GCC keeps the 16 accumulators
      * in registers only then); the arithmetic is the same either way */
-    vf acc[8][4];
+    vm acc[8][4];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++)
-            acc[r][t] = vf_zero();
+            acc[r][t] = vm_zero();
     int64_t k = 0;
 #pragma GCC unroll 2
-    for (; k + VL <= n; k += VL) {
-        vf xv[4];
+    for (; k + ML <= n; k += ML) {
+        vm xv[4];
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++)
-            xv[t] = vf_load(x + t * ldx + k);
+            xv[t] = vm_load(x + t * ldx + k);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            vf wv = vf_load(w + r * ldw + k);
+            vm wv = vm_load(w + r * ldw + k);
 #pragma GCC unroll 4
             for (int t = 0; t < T; t++)
-                acc[r][t] = vf_fma(wv, xv[t], acc[r][t]);
+                acc[r][t] = vm_fma(wv, xv[t], acc[r][t]);
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++) {
-            float s = vf_sum(acc[r][t]);
+            float s = vm_sum(acc[r][t]);
             for (int64_t kk = k; kk < n; kk++)
                 s += w[r * ldw + kk] * x[t * ldx + kk];
             out[t * ldo + r] = s;
@@ -161,6 +234,8 @@ static inline vf kv_load(const void *base, size_t i, const bool f16)
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
 #elif defined(__AVX2__) && defined(__F16C__)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+#elif BT_SIMD16_NEON
+    return v16f_load_f16(h);
 #else
     float t[VL];
     for (int l = 0; l < VL; l++)
@@ -486,16 +561,17 @@ static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float 
             wb = buf;
             ldw = (size_t)n_in;
         }
-        for (int t = 0; t < n_tok; t += 4) {
-            const int nt = imin(4, n_tok - t);
+        for (int t = 0; t < n_tok; t += TILE_T) {
+            const int nt = imin(TILE_T, n_tok - t);
             for (int r = 0; r < nr;) {
                 float *o = out + (size_t)t * n_out + r0 + r;
                 const float *xt = x + (size_t)t * n_in;
-                if (nt == 1 && nr - r >= 8) {
-                    tile_8_1(o, (size_t)n_out, wb + r * ldw, ldw, xt, (size_t)n_in, n_in);
-                    r += 8;
+                if (nt == 1 && nr - r >= TILE_R1) {
+                    (TILE_R1 == 8 ? tile_8_1 : tile_4_1)(o, (size_t)n_out, wb + r * ldw, ldw,
+                                                         xt, (size_t)n_in, n_in);
+                    r += TILE_R1;
                 } else {
-                    const int rr = imin(4, nr - r);
+                    const int rr = imin(TILE_R, nr - r);
                     tiles[rr - 1][nt - 1](o, (size_t)n_out, wb + r * ldw, ldw, xt, (size_t)n_in,
                                           n_in);
                     r += rr;
@@ -894,7 +970,11 @@ static void pack(const bt_matrix_t *w, void *dst) { (void)w, (void)dst; }
  * current x86 cores) with room to spare; 12 + 2 constants fit in 16
  * registers. iters x PEAK_CHAINS FMAs of VL lanes; acc -> acc * 0.999 +
  * 0.001 stays near 1 (no overflow, no denormals). */
+#if BT_SIMD16_NEON
+#define PEAK_CHAINS 6 /* of four registers each, in NEON's 32 */
+#else
 #define PEAK_CHAINS 12
+#endif
 
 static float peak_fma(int64_t iters, double *flops_per_iter)
 {
@@ -925,6 +1005,9 @@ static float peak_fma(int64_t iters, double *flops_per_iter)
 #if BT_SIMD16
 #ifdef BT_SIMD16_AVX512
 #define PEAK_DOT_CHAINS 12
+#define PEAK_DOT_KEEP(u) ((void)0)
+#elif BT_SIMD16_NEON
+#define PEAK_DOT_CHAINS 6 /* sdot reads its accumulator: four registers a chain */
 #define PEAK_DOT_KEEP(u) ((void)0)
 #else
 /* AVX2's products do not read the accumulator: without this (no

@@ -1,11 +1,13 @@
 /*
  * dispatch.c: which instruction set's build of the CPU kernels runs.
  *
- * The three builds (isa.h) are linked in; CPUID says which this CPU has
- * and XGETBV whether the OS saves the registers they use. The first call
- * of any kernel, or bt_isa_from_env / bt_isa_select, fixes the active set;
- * bt_ops_cpu and bt_ops_exact then forward each call to it (one indirect
- * call per matmul or attention, nothing next to the work).
+ * The builds (isa.h) are linked in. On x86-64 CPUID says which this CPU
+ * has and XGETBV whether the OS saves the registers they use; on aarch64
+ * the kernel's hardware capabilities (getauxval) say it, never the
+ * compiler's guess. The first call of any kernel, or bt_isa_from_env /
+ * bt_isa_select, fixes the active set; bt_ops_cpu and bt_ops_exact then
+ * forward each call to it (one indirect call per matmul or attention,
+ * nothing next to the work).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -14,16 +16,25 @@
 
 #include "isa.h"
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
 #include <cpuid.h>
-#define BT_X86 1
-#endif
-
 static const bt_isa_kernels_t *const builds[BT_ISA_COUNT] = {
-    [BT_ISA_AVX512] = &bt_isa_kernels_avx512,
-    [BT_ISA_AVX2] = &bt_isa_kernels_avx2,
-    [BT_ISA_SSE2] = &bt_isa_kernels_sse2,
+    [BT_ISA_TOP] = &bt_isa_kernels_avx512,
+    [BT_ISA_MID] = &bt_isa_kernels_avx2,
+    [BT_ISA_BASE] = &bt_isa_kernels_sse2,
 };
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+static const bt_isa_kernels_t *const builds[BT_ISA_COUNT] = {
+    [BT_ISA_TOP] = &bt_isa_kernels_i8mm,
+    [BT_ISA_MID] = &bt_isa_kernels_dotprod,
+    [BT_ISA_BASE] = &bt_isa_kernels_armv8,
+};
+#else
+static const bt_isa_kernels_t *const builds[BT_ISA_COUNT] = {
+    [BT_ISA_BASE] = &bt_isa_kernels_generic,
+};
+#endif
 
 const char *bt_isa_name(bt_isa_t isa)
 {
@@ -42,6 +53,7 @@ bool bt_isa_parse(const char *name, bt_isa_t *isa)
 
 /* ---- what the CPU has ---- */
 
+#if defined(__x86_64__)
 typedef struct {
     const char *name;
     unsigned leaf, reg, bit; /* reg: 0 ebx, 1 ecx, 2 edx */
@@ -59,7 +71,6 @@ static const feature_t v4_vnni[] = {
     {"avx512bw", 7, 0, 30}, {"avx512vl", 7, 0, 31}, {"avx512vnni", 7, 1, 11},
 };
 
-#ifdef BT_X86
 static bool has(const feature_t *f)
 {
     unsigned r[4] = {0};
@@ -82,39 +93,70 @@ static uint64_t os_state(void)
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (uint64_t)hi << 32 | lo;
 }
-#endif
 
 static const char *first_missing(const feature_t *f, size_t n)
 {
-#ifdef BT_X86
     for (size_t i = 0; i < n; i++)
         if (!has(&f[i]))
             return f[i].name;
     return NULL;
-#else
-    (void)n;
-    return f[0].name;
-#endif
 }
 
 const char *bt_isa_missing(bt_isa_t isa)
 {
-    if (isa == BT_ISA_SSE2)
+    if (isa == BT_ISA_BASE)
         return NULL;
+    if ((unsigned)isa >= BT_ISA_COUNT)
+        return "a build of that name";
     const char *m = first_missing(v3, sizeof v3 / sizeof v3[0]);
-#ifdef BT_X86
     if (m == NULL && (os_state() & 0x6) != 0x6)
         m = "OS support for the AVX registers (XCR0)";
-#endif
-    if (m != NULL || isa == BT_ISA_AVX2)
+    if (m != NULL || isa == BT_ISA_MID)
         return m;
     m = first_missing(v4_vnni, sizeof v4_vnni / sizeof v4_vnni[0]);
-#ifdef BT_X86
     if (m == NULL && (os_state() & 0xe0) != 0xe0)
         m = "OS support for the AVX-512 registers (XCR0)";
-#endif
     return m;
 }
+#elif defined(__aarch64__)
+/* The Linux hardware capabilities (asm/hwcap.h) the dotprod build's
+ * -march needs (fp16 arithmetic, its vector form, dotprod), and what the
+ * i8mm build's adds: the Armv8.6-A integer matrix multiplies. (Armv8.6-A
+ * also brings BF16, which none of these kernels use.) */
+typedef struct {
+    const char *name;
+    int aux;          /* AT_HWCAP or AT_HWCAP2 */
+    unsigned long bit;
+} feature_t;
+static const feature_t dotprod[] = {
+    {"fphp", AT_HWCAP, 1ul << 9}, {"asimdhp", AT_HWCAP, 1ul << 10}, {"asimddp", AT_HWCAP, 1ul << 20}};
+static const feature_t i8mm[] = {{"i8mm", AT_HWCAP2, 1ul << 13}};
+
+static const char *first_missing(const feature_t *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(getauxval((unsigned long)f[i].aux) & f[i].bit))
+            return f[i].name;
+    return NULL;
+}
+
+const char *bt_isa_missing(bt_isa_t isa)
+{
+    if (isa == BT_ISA_BASE)
+        return NULL;
+    if ((unsigned)isa >= BT_ISA_COUNT)
+        return "a build of that name";
+    const char *m = first_missing(dotprod, sizeof dotprod / sizeof dotprod[0]);
+    if (m != NULL || isa == BT_ISA_MID)
+        return m;
+    return first_missing(i8mm, sizeof i8mm / sizeof i8mm[0]);
+}
+#else
+const char *bt_isa_missing(bt_isa_t isa)
+{
+    return isa == BT_ISA_BASE ? NULL : "a vector build (this architecture has only 'generic')";
+}
+#endif
 
 /* ---- the active set ---- */
 
@@ -137,7 +179,10 @@ static int env_choice(char *why, size_t n)
         return best();
     bt_isa_t isa;
     if (!bt_isa_parse(v, &isa)) {
-        snprintf(why, n, "BATON_ISA: '%s' is not one of auto, avx512, avx2, sse2", v);
+        char names[64] = "";
+        for (int i = 0; i < BT_ISA_COUNT; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), ", %s", builds[i]->name);
+        snprintf(why, n, "BATON_ISA: '%s' is not one of auto%s", v, names);
         return -1;
     }
     const char *m = bt_isa_missing(isa);

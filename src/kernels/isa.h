@@ -2,13 +2,19 @@
  * isa.h: the kernels built once per instruction set.
  *
  * cpu.c, cpu_q8.c, cpu_fpanel.c and dequant_simd.c are compiled three
- * times (Makefile.am), each time with BT_ISA_TAG naming the set:
- *   avx512  x86-64-v4 (AVX-512 F/BW/CD/DQ/VL) + AVX-512 VNNI
- *   avx2    x86-64-v3 (AVX2, FMA, F16C, BMI2)
- *   sse2    the x86-64 baseline (SSE2)
- * Every external name of those files gets the tag as a suffix here, so the
- * three copies link side by side; each exports one bt_isa_kernels_t, and
- * dispatch.c picks one at run time from CPUID (or BATON_ISA).
+ * times (Makefile.am, configure.ac), each time with BT_ISA_TAG naming the
+ * set, best first:
+ *   x86-64:  avx512   x86-64-v4 (AVX-512 F/BW/CD/DQ/VL) + AVX-512 VNNI
+ *            avx2     x86-64-v3 (AVX2, FMA, F16C, BMI2)
+ *            sse2     the x86-64 baseline (SSE2)
+ *   aarch64: i8mm     Armv8.6-A (dotprod, i8mm) + fp16
+ *            dotprod  Armv8.2-A + dotprod + fp16
+ *            armv8    the Armv8-A baseline (NEON)
+ * and once, as generic, on any other architecture. Every external name of
+ * those files gets the tag as a suffix here, so the copies link side by
+ * side; each exports one bt_isa_kernels_t, and dispatch.c picks one at run
+ * time from what the CPU reports (CPUID and XCR0 on x86, the kernel's
+ * hardware capabilities on aarch64) or BATON_ISA.
  *
  * Include this before any other header of the kernels in those files.
  */
@@ -56,9 +62,17 @@ typedef struct bt_isa_kernels {
     float (*peak_sum)(const float *p, size_t n);
 } bt_isa_kernels_t;
 
+#if defined(__x86_64__)
 extern const bt_isa_kernels_t bt_isa_kernels_avx512;
 extern const bt_isa_kernels_t bt_isa_kernels_avx2;
 extern const bt_isa_kernels_t bt_isa_kernels_sse2;
+#elif defined(__aarch64__)
+extern const bt_isa_kernels_t bt_isa_kernels_i8mm;
+extern const bt_isa_kernels_t bt_isa_kernels_dotprod;
+extern const bt_isa_kernels_t bt_isa_kernels_armv8;
+#else
+extern const bt_isa_kernels_t bt_isa_kernels_generic;
+#endif
 
 /* dequant_simd.c: this set's dequantizer of type, NULL where none. */
 bt_to_float_fn bt_dequant_simd_fn(uint32_t type);

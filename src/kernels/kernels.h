@@ -139,17 +139,24 @@ const bt_ops_t *bt_ops_by_name(const char *name);
 
 /* ---- instruction sets ----
  *
- * bt_ops_cpu and bt_ops_exact are built three times (isa.h): for AVX-512
- * with VNNI, for AVX2 with FMA and F16C, and for the x86-64 baseline
- * (SSE2). Each call runs the build of the active set: the best one this
- * CPU and OS run, unless the environment variable BATON_ISA names another
+ * bt_ops_cpu and bt_ops_exact are built three times (isa.h), best first:
+ * on x86-64 for AVX-512 with VNNI, for AVX2 with FMA and F16C, and for the
+ * baseline (SSE2); on aarch64 for Armv8.6-A (i8mm), Armv8.2-A with dotprod,
+ * and the Armv8-A baseline; elsewhere once, portable (BT_ISA_BASE alone:
+ * BT_ISA_TOP and BT_ISA_MID are then not sets, bt_isa_missing says so).
+ * Each call runs the build of the active set: the best one this CPU and OS
+ * run, unless the environment variable BATON_ISA names another
  * (bt_isa_from_env) or bt_isa_select chose one. bt_ops_cpu gives the same
- * bits on AVX-512 and AVX2 for packed weights (bt_pack) of the types both
- * have a path for; otherwise results may differ between sets in rounding.
- * bt_ops_ref is the same scalar code everywhere. */
-typedef enum bt_isa { BT_ISA_AVX512, BT_ISA_AVX2, BT_ISA_SSE2, BT_ISA_COUNT } bt_isa_t;
+ * bits in the top and middle sets of both architectures for packed weights
+ * (bt_pack) of the types all have a path for; otherwise results may differ
+ * between sets in rounding. bt_ops_ref is the same scalar code everywhere. */
+#if defined(__x86_64__) || defined(__aarch64__)
+typedef enum bt_isa { BT_ISA_TOP, BT_ISA_MID, BT_ISA_BASE, BT_ISA_COUNT } bt_isa_t;
+#else
+typedef enum bt_isa { BT_ISA_BASE, BT_ISA_COUNT, BT_ISA_TOP = BT_ISA_COUNT, BT_ISA_MID } bt_isa_t;
+#endif
 
-/* "avx512", "avx2", "sse2" */
+/* "avx512", "avx2", "sse2"; "i8mm", "dotprod", "armv8"; "generic" */
 const char *bt_isa_name(bt_isa_t isa);
 
 /* The set called name; false when there is none. */

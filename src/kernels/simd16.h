@@ -1,13 +1,16 @@
 /*
  * simd16.h: 16 lanes of float or int32 (64 bytes), the width of the row
- * panels of cpu_q8.c and cpu_fpanel.c: one AVX-512 register, or two AVX2
- * registers. The panel kernels are written once against these, and every
- * operation gives each lane the same bits in both builds (the same IEEE
- * operation per lane; integer dot products exact), so bt_ops_cpu gives
- * the same results on AVX-512 and AVX2 machines.
+ * panels of cpu_q8.c and cpu_fpanel.c: one AVX-512 register, two AVX2
+ * registers, or four NEON registers. The panel kernels are written once
+ * against these, and every operation gives each lane the same bits in
+ * every build (the same IEEE operation per lane, with x86's results where
+ * an instruction set defines an edge case differently; integer dot
+ * products exact), so bt_ops_cpu gives the same results on AVX-512, AVX2
+ * and aarch64 machines.
  *
- * BT_SIMD16 is 1 where the build has one of the two (AVX-512 F/BW/VNNI,
- * or AVX2 with FMA and F16C), else 0 and nothing here is defined.
+ * BT_SIMD16 is 1 where the build has one of them (AVX-512 F/BW/VNNI; AVX2
+ * with FMA and F16C; aarch64 with dotprod), else 0 and nothing here is
+ * defined.
  */
 #ifndef BT_SIMD16_H
 #define BT_SIMD16_H
@@ -20,14 +23,23 @@
 #define BT_SIMD16_AVX512 1
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define BT_SIMD16 1
+#define BT_SIMD16_AVX2 1
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#define BT_SIMD16 1
+#define BT_SIMD16_NEON 1
 #else
 #define BT_SIMD16 0
 #endif
 
 #if BT_SIMD16
-#include <immintrin.h>
-
 #define S16 static inline __attribute__((always_inline))
+#endif
+#if BT_SIMD16_NEON
+#include "simd16_neon.h"
+#endif
+
+#if BT_SIMD16 && !BT_SIMD16_NEON
+#include <immintrin.h>
 
 #ifdef BT_SIMD16_AVX512
 
@@ -387,6 +399,9 @@ S16 void v16i_store_i8(void *p, v16i a)
 }
 
 #endif /* AVX2 */
+#endif /* x86 */
+
+#if BT_SIMD16
 
 /* p * 2^n for n integral in -252..252 and p normal with 2^n p normal or
  * below: two multiplies by powers of two, the first exact, so the one
