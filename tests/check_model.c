@@ -117,6 +117,37 @@ static const golden_case_t golden_cases[] = {
 };
 #define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
 
+/* Across builds and machines: with BT_LOGITS_WRITE=DIR the rows go to
+ * DIR/NAME.OPS.bin; with BT_LOGITS_SAME=DIR they must equal that file's bit
+ * for bit (scripts/check-arm64 holds the aarch64 builds to the x86 one's
+ * rows this way). Every ubatch and thread count gives the same rows, so
+ * one file per model and set. */
+static void golden_bits(const char *name, const char *ops, const float *rows, size_t n)
+{
+    const char *w = getenv("BT_LOGITS_WRITE"), *same = getenv("BT_LOGITS_SAME");
+    char path[512];
+    if (w != NULL && *w != '\0') {
+        snprintf(path, sizeof path, "%s/%s.%s.bin", w, name, ops);
+        FILE *f = fopen(path, "wb");
+        ck_assert_msg(f != NULL && fwrite(rows, sizeof *rows, n, f) == n && fclose(f) == 0,
+                      "BT_LOGITS_WRITE: cannot write %s", path);
+    }
+    if (same == NULL || *same == '\0')
+        return;
+    snprintf(path, sizeof path, "%s/%s.%s.bin", same, name, ops);
+    size_t size;
+    float *want = tu_read_file(path, &size);
+    ck_assert_msg(want != NULL && size == n * sizeof *rows, "BT_LOGITS_SAME: no rows in %s",
+                  path);
+    size_t differ = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&rows[i], &want[i], sizeof *rows) != 0 && differ++ == 0)
+            first = i;
+    ck_assert_msg(differ == 0, "%s %s: %zu of %zu logits differ in their bits from %s (first: %zu, %a here, %a there)",
+                  name, ops, differ, n, path, first, (double)rows[first], (double)want[first]);
+    free(want);
+}
+
 static void golden_check(const golden_case_t *g, const bt_ops_t *ops, int ubatch, int n_threads)
 {
     bt_model_t *m;
@@ -149,6 +180,7 @@ static void golden_check(const golden_case_t *g, const bt_ops_t *ops, int ubatch
         max_diff = fmax(max_diff, fabs((double)rows[i] - ref[i]));
     fprintf(stderr, "golden %s %s ub %d threads %d: max abs diff %.3g\n", g->name, ops->name,
             ubatch, n_threads, max_diff);
+    golden_bits(g->name, ops->name, rows, 40 * 256);
     for (int i = 0; i < 9; i++)
         ck_assert_msg(ids[i] == g->ids[i], "%s %s: greedy id %d is %d, llama.cpp's %d", g->name,
                       ops->name, i, ids[i], g->ids[i]);
@@ -442,7 +474,7 @@ static void odd_check(const odd_shape_t *o, uint32_t type)
     /* k's rows (a partial panel) are packed, in the type, except in the
      * sse2 build, which packs nothing */
     ck_assert_uint_eq(m->layers[0].wk.type, type);
-    ck_assert_msg(m->layers[0].wk.packed != NULL || bt_isa_active() == BT_ISA_SSE2,
+    ck_assert_msg(m->layers[0].wk.packed != NULL || bt_isa_active() == BT_ISA_BASE,
                   "%s, type %u: attn_k (%lld rows) not packed", o->what, type,
                   (long long)m->layers[0].wk.n_out);
     for (int ub = 3; m->packed_bytes > 0 && ub <= n; ub += n - 3) {

@@ -944,8 +944,8 @@ static void cpu_product(bt_isa_t isa, bool packed, const bt_matrix_t *w, const f
 START_TEST(test_isa_same)
 {
     const uint32_t type = isa_types[_i];
-    const char *missing = bt_isa_missing(BT_ISA_AVX512);
-    missing = missing ? missing : bt_isa_missing(BT_ISA_AVX2);
+    const char *missing = bt_isa_missing(BT_ISA_TOP);
+    missing = missing ? missing : bt_isa_missing(BT_ISA_MID);
     if (missing != NULL) {
         fprintf(stderr, "SKIP: isa_same (avx512 vs avx2 bits): this CPU lacks %s\n", missing);
         return;
@@ -966,9 +966,9 @@ START_TEST(test_isa_same)
     for (int i = 0; i < 4; i++)
         for (int nth = 1; nth <= 2; nth++) {
             const int nt = n_toks[i];
-            cpu_product(BT_ISA_AVX512, true, &w.m, x, nt, nth, want);
+            cpu_product(BT_ISA_TOP, true, &w.m, x, nt, nth, want);
             for (int v = 0; v < 3; v++) { /* avx2 packed, avx2 unpacked, avx512 unpacked */
-                cpu_product(v < 2 ? BT_ISA_AVX2 : BT_ISA_AVX512, v == 0, &w.m, x, nt, nth, got);
+                cpu_product(v < 2 ? BT_ISA_MID : BT_ISA_TOP, v == 0, &w.m, x, nt, nth, got);
                 for (size_t e = 0; e < (size_t)nt * (size_t)n_out; e++)
                     CHECK_MSG(f32_bits(got[e]) == f32_bits(want[e]),
                               "%s %s %s, %d tokens, %d threads: element %zu %a, avx512 packed %a",
@@ -1008,7 +1008,7 @@ START_TEST(test_mxfp4_scales)
     for (int t = 0; t < 3; t++)
         x[t * n_in] = 1.0f;
     const bt_isa_t was = bt_isa_active();
-    static const bt_isa_t isas[] = {BT_ISA_AVX512, BT_ISA_AVX2};
+    static const bt_isa_t isas[] = {BT_ISA_TOP, BT_ISA_MID};
     for (int i = 0; i < 2; i++) {
         if (bt_isa_missing(isas[i]) != NULL)
             continue;
@@ -1027,6 +1027,60 @@ START_TEST(test_mxfp4_scales)
     }
     bt_isa_select(was);
     free(blocks);
+}
+END_TEST
+
+/* The exact set's products give the same bits in the top and middle
+ * builds (AVX-512 and AVX2, or i8mm and dotprod): 16 lanes in AVX-512's
+ * summing tree in both, whatever their tile sizes, with a scalar tail
+ * (n_in 1411 for the float types) and the one-token fused path of the
+ * AVX-512 build. */
+static const uint32_t exact_types[] = {BT_TYPE_F32,  BT_TYPE_F16,  BT_TYPE_BF16,
+                                       BT_TYPE_Q4_0, BT_TYPE_Q4_1, BT_TYPE_Q5_0,
+                                       BT_TYPE_Q5_1, BT_TYPE_Q8_0, BT_TYPE_Q4_K,
+                                       BT_TYPE_Q5_K, BT_TYPE_Q6_K, BT_TYPE_MXFP4};
+#define N_EXACT_TYPES ((int)(sizeof exact_types / sizeof exact_types[0]))
+
+START_TEST(test_exact_isa_same)
+{
+    const uint32_t type = exact_types[_i];
+    const char *missing = bt_isa_missing(BT_ISA_TOP);
+    missing = missing ? missing : bt_isa_missing(BT_ISA_MID);
+    if (missing != NULL) {
+        fprintf(stderr, "SKIP: exact_isa_same (%s vs %s bits): this CPU lacks %s\n",
+                bt_isa_name(BT_ISA_TOP), bt_isa_name(BT_ISA_MID), missing);
+        return;
+    }
+    const int bs = (int)bt_type_info(type)->block_size;
+    const int64_t n_in = bs == 1 ? 1411 : bs == 256 ? 512 : 320, n_out = 21;
+    enum { NT = 7 };
+    rng_t r = rng_make(5200 + type);
+    wmat_t w = wmat_make(type, n_in, n_out, 0, &r);
+    float *x = xmalloc(NT * (size_t)n_in * sizeof(float));
+    float *out[2] = {xmalloc(NT * (size_t)n_out * sizeof(float)),
+                     xmalloc(NT * (size_t)n_out * sizeof(float))};
+    fill(x, NT * (size_t)n_in, &r, -1.0f, 1.0f);
+    const bt_isa_t was = bt_isa_active();
+    for (int nt = 1; nt <= NT; nt += 3)
+        for (int nth = 1; nth <= 2; nth++) {
+            for (int i = 0; i < 2; i++) {
+                ck_assert(bt_isa_select(i ? BT_ISA_MID : BT_ISA_TOP));
+                bt_scratch_t sc = scratch_make(n_in, nth);
+                memset(out[i], 0xff, (size_t)nt * (size_t)n_out * sizeof(float));
+                bt_ops_exact.matmul(out[i], &w.m, x, nt, &sc);
+                free(sc.buf);
+            }
+            for (size_t e = 0; e < (size_t)nt * (size_t)n_out; e++)
+                CHECK_MSG(memcmp(&out[0][e], &out[1][e], sizeof(float)) == 0,
+                          "%s, %d tokens, %d threads: element %zu: %s %a, %s %a",
+                          bt_type_info(type)->name, nt, nth, e, bt_isa_name(BT_ISA_MID),
+                          (double)out[1][e], bt_isa_name(BT_ISA_TOP), (double)out[0][e]);
+        }
+    bt_isa_select(was);
+    free(out[1]);
+    free(out[0]);
+    free(x);
+    wmat_free(&w);
 }
 END_TEST
 
@@ -1130,8 +1184,10 @@ static Suite *quants_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_batch_invariance, 0, N_Q_TYPES);
     tcase_add_test(tc, test_batch_invariance_q8_0);
-    if (bt_isa_active() == BT_ISA_AVX512) /* compares avx512 with avx2: once is enough */
+    if (bt_isa_active() == BT_ISA_TOP) { /* compares the top build with the middle: once is enough */
         tcase_add_loop_test(tc, test_isa_same, 0, N_ISA_TYPES);
+        tcase_add_loop_test(tc, test_exact_isa_same, 0, N_EXACT_TYPES);
+    }
     suite_add_tcase(s, tc);
     return s;
 }
