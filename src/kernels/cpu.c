@@ -58,33 +58,30 @@ static inline float vf_sum(vf a)
 static inline vf vf_load_n(const float *p, int n) { return _mm256_maskload_ps(p, lanes_below8(n)); }
 static inline void vf_store_n(float *p, vf a, int n) { _mm256_maskstore_ps(p, lanes_below8(n), a); }
 #elif BT_SIMD16_NEON
-/* aarch64: 16 lanes in four NEON registers, as wide as AVX-512's so that
- * every dot product here sums in the avx512 build's order (the same bits) */
-#define VL 16
-typedef v16f vf;
-#define VF_EACH(q) for (int q = 0; q < 4; q++)
-static inline vf vf_zero(void) { return v16f_zero(); }
-static inline vf vf_set1(float a) { return v16f_set1(a); }
-static inline vf vf_load(const float *p) { return v16f_load(p); }
-static inline void vf_store(float *p, vf a) { v16f_store_n(p, a, 16); }
-static inline vf vf_fma(vf a, vf b, vf c) { return v16f_fma(a, b, c); }
-static inline vf vf_mul(vf a, vf b) { return v16f_mul(a, b); }
-static inline vf vf_add(vf a, vf b)
+/* aarch64: one NEON register, with fused multiply-adds (attention's
+ * per-lane chains; the matmul sums 16 lanes, vm below) */
+#define VL 4
+typedef float32x4_t vf;
+static inline vf vf_zero(void) { return vdupq_n_f32(0.0f); }
+static inline vf vf_set1(float a) { return vdupq_n_f32(a); }
+static inline vf vf_load(const float *p) { return vld1q_f32(p); }
+static inline void vf_store(float *p, vf a) { vst1q_f32(p, a); }
+static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
+static inline vf vf_mul(vf a, vf b) { return vmulq_f32(a, b); }
+static inline vf vf_add(vf a, vf b) { return vaddq_f32(a, b); }
+static inline float vf_sum(vf a) { return vaddvq_f32(a); }
+static inline vf vf_load_n(const float *p, int n)
 {
-    VF_EACH(q) a.v[q] = vaddq_f32(a.v[q], b.v[q]);
-    return a;
+    float t[VL] = {0};
+    memcpy(t, p, sizeof(float) * (size_t)n);
+    return vld1q_f32(t);
 }
-/* _mm512_reduce_add_ps's tree (GCC's): lanes i + 8 and i, then i + 4 and
- * i, then i + 2 and i, then lanes 0 and 1 */
-static inline float vf_sum(vf a)
+static inline void vf_store_n(float *p, vf a, int n)
 {
-    const float32x4_t h = vaddq_f32(vaddq_f32(a.v[3], a.v[1]), vaddq_f32(a.v[2], a.v[0]));
-    const float32x4_t t = vaddq_f32(h, vextq_f32(h, h, 2));
-    return vgetq_lane_f32(t, 0) + vgetq_lane_f32(t, 1);
+    float t[VL];
+    vst1q_f32(t, a);
+    memcpy(p, t, sizeof(float) * (size_t)n);
 }
-static inline vf vf_load_n(const float *p, int n) { return v16f_load_n(p, n, 0.0f); }
-static inline void vf_store_n(float *p, vf a, int n) { v16f_store_n(p, a, n); }
-#undef VF_EACH
 #else
 /* Portable: GCC vector extension of 16 bytes (SSE on any x86-64, so no ABI
  * warning); multiply and add stay separate (C11 does not contract), which
@@ -137,8 +134,13 @@ static inline float vm_sum(vm a)
     const __m128 t = _mm_add_ps(q, _mm_shuffle_ps(q, q, _MM_SHUFFLE(1, 0, 3, 2)));
     return _mm_cvtss_f32(t) + _mm_cvtss_f32(_mm_shuffle_ps(t, t, 1));
 }
-#else
-static inline float vm_sum(vm a) { return vf_sum(a); }
+#else /* NEON */
+static inline float vm_sum(vm a)
+{
+    const float32x4_t h = vaddq_f32(vaddq_f32(a.v[3], a.v[1]), vaddq_f32(a.v[2], a.v[0]));
+    const float32x4_t t = vaddq_f32(h, vextq_f32(h, h, 2));
+    return vgetq_lane_f32(t, 0) + vgetq_lane_f32(t, 1);
+}
 #endif
 #else
 #define ML VL
@@ -235,7 +237,7 @@ static inline vf kv_load(const void *base, size_t i, const bool f16)
 #elif defined(__AVX2__) && defined(__F16C__)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 #elif BT_SIMD16_NEON
-    return v16f_load_f16(h);
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
 #else
     float t[VL];
     for (int l = 0; l < VL; l++)
@@ -263,7 +265,7 @@ static inline vf kv_load_n(const void *base, size_t i, int n, const bool f16)
 /* One lane of vf_fma. */
 static inline float lane_fma(float a, float b, float c)
 {
-#if VL > 4
+#if BT_SIMD16 || defined(__AVX512F__) /* vf_fma is fused */
     return fmaf(a, b, c);
 #else
     return a * b + c;
@@ -970,11 +972,7 @@ static void pack(const bt_matrix_t *w, void *dst) { (void)w, (void)dst; }
  * current x86 cores) with room to spare; 12 + 2 constants fit in 16
  * registers. iters x PEAK_CHAINS FMAs of VL lanes; acc -> acc * 0.999 +
  * 0.001 stays near 1 (no overflow, no denormals). */
-#if BT_SIMD16_NEON
-#define PEAK_CHAINS 6 /* of four registers each, in NEON's 32 */
-#else
 #define PEAK_CHAINS 12
-#endif
 
 static float peak_fma(int64_t iters, double *flops_per_iter)
 {
