@@ -681,7 +681,11 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
          * - c * the sum of q_x they cover. With few tokens a block's dot
          * products would be one chain of dependent instructions, so they
          * go round CH chains, added at the end (integers: the same sum). */
+#if BT_SIMD16_NEON /* four registers a sum already: 4 chains of 4 crowd NEON's 32 */
+        const int CH = T == 1 ? 2 : 1;
+#else
         const int CH = T == 1 ? 4 : T == 2 ? 2 : 1; /* a constant once inlined */
+#endif
         v16i s[4][Q8_PANEL_TOKENS], s2[Q8_PANEL_TOKENS];
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {

@@ -10,8 +10,8 @@
  * the same operand), and a float to int32 conversion out of range or of a
  * NaN gives INT32_MIN (cvtps2dq) where NEON would saturate. The integer
  * dot products are exact: sdot on signed bytes where the unsigned operand
- * is below 128, usdot (i8mm) or two sdots on its low 7 bits and its top
- * bit otherwise.
+ * is below 128, usdot (i8mm) otherwise, or without i8mm sdot on the
+ * operand minus 128 and 128 times the sum of the other's bytes.
  */
 #ifndef BT_SIMD16_NEON_H
 #define BT_SIMD16_NEON_H
@@ -25,7 +25,8 @@ typedef struct {
     int32x4_t v[4];
 } v16i;
 
-#define NEON_EACH(q) for (int q = 0; q < 4; q++)
+/* unrolled, so that the four registers of a value stay registers */
+#define NEON_EACH(q) _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++)
 
 S16 v16f v16f_zero(void)
 {
@@ -196,6 +197,7 @@ typedef struct {
 S16 v16d v16d_zero(void)
 {
     v16d r;
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         r.v[i] = vdupq_n_f64(0.0);
     return r;
@@ -211,6 +213,7 @@ S16 v16d v16d_add_f(v16d a, v16f b)
 }
 S16 void v16d_store(double *p, v16d a)
 {
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         vst1q_f64(p + 2 * i, a.v[i]);
 }
@@ -294,14 +297,15 @@ S16 v16i v16i_dot(v16i acc, v16i u, v16i x)
     NEON_EACH(q)
     acc.v[q] = vusdotq_s32(acc.v[q], U8(u.v[q]), vreinterpretq_s8_s32(x.v[q]));
 #else
-    /* u = (u & 127) + 128 (u >> 7) */
+    /* u = (u ^ 128) + 128: a signed dot product of u ^ 128, plus 128 times
+     * the sum of x's 4 bytes (where x is a broadcast, as in the panels,
+     * that sum is the same in every quarter: the compiler computes it once) */
     NEON_EACH(q)
     {
         const int8x16_t xs = vreinterpretq_s8_s32(x.v[q]);
-        const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(U8(u.v[q]), vdupq_n_u8(0x7f)));
-        const int8x16_t top = vreinterpretq_s8_u8(vshrq_n_u8(U8(u.v[q]), 7));
-        const int32x4_t t = vdotq_s32(vdupq_n_s32(0), top, xs);
-        acc.v[q] = vaddq_s32(vdotq_s32(acc.v[q], lo, xs), vshlq_n_s32(t, 7));
+        const int8x16_t w = vreinterpretq_s8_u8(veorq_u8(U8(u.v[q]), vdupq_n_u8(0x80)));
+        const int32x4_t sx = vdotq_s32(vdupq_n_s32(0), vdupq_n_s8(1), xs);
+        acc.v[q] = vaddq_s32(vdotq_s32(acc.v[q], w, xs), vshlq_n_s32(sx, 7));
     }
 #endif
     return acc;
