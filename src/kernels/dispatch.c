@@ -51,7 +51,12 @@ bool bt_isa_parse(const char *name, bt_isa_t *isa)
     return false;
 }
 
-/* ---- what the CPU has ---- */
+/* ---- what the CPU has ----
+ *
+ * Each architecture with three builds lists the features its middle
+ * build's -march needs (mid) and what its top build's adds (top), says
+ * whether the CPU has one (has), and what else the OS must enable for
+ * either (os_missing); bt_isa_missing is the same for both. */
 
 #if defined(__x86_64__)
 typedef struct {
@@ -61,12 +66,12 @@ typedef struct {
 
 /* x86-64-v3 (the avx2 build's -march) and what x86-64-v4 and VNNI add
  * (the avx512 build's), as CPUID reports them. */
-static const feature_t v3[] = {
+static const feature_t mid[] = {
     {"avx", 1, 1, 28},   {"fma", 1, 1, 12},    {"f16c", 1, 1, 29},
     {"movbe", 1, 1, 22}, {"avx2", 7, 0, 5},    {"bmi1", 7, 0, 3},
     {"bmi2", 7, 0, 8},   {"lzcnt", 0x80000001u, 1, 5},
 };
-static const feature_t v4_vnni[] = {
+static const feature_t top[] = {
     {"avx512f", 7, 0, 16},  {"avx512dq", 7, 0, 17}, {"avx512cd", 7, 0, 28},
     {"avx512bw", 7, 0, 30}, {"avx512vl", 7, 0, 31}, {"avx512vnni", 7, 1, 11},
 };
@@ -83,40 +88,20 @@ static bool has(const feature_t *f)
     return r[f->reg] >> f->bit & 1;
 }
 
-/* The register state the OS saves (XCR0); 0 without OSXSAVE. */
-static uint64_t os_state(void)
+/* The register state the OS saves (XCR0) must include the AVX registers
+ * (mid), and the AVX-512 ones too (top); XCR0 is 0 without OSXSAVE. */
+static const char *os_missing(bool for_top)
 {
     unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1))
-        return 0;
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return (uint64_t)hi << 32 | lo;
-}
-
-static const char *first_missing(const feature_t *f, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!has(&f[i]))
-            return f[i].name;
-    return NULL;
-}
-
-const char *bt_isa_missing(bt_isa_t isa)
-{
-    if (isa == BT_ISA_BASE)
-        return NULL;
-    if ((unsigned)isa >= BT_ISA_COUNT)
-        return "a build of that name";
-    const char *m = first_missing(v3, sizeof v3 / sizeof v3[0]);
-    if (m == NULL && (os_state() & 0x6) != 0x6)
-        m = "OS support for the AVX registers (XCR0)";
-    if (m != NULL || isa == BT_ISA_MID)
-        return m;
-    m = first_missing(v4_vnni, sizeof v4_vnni / sizeof v4_vnni[0]);
-    if (m == NULL && (os_state() & 0xe0) != 0xe0)
-        m = "OS support for the AVX-512 registers (XCR0)";
-    return m;
+    uint64_t xcr0 = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) && (c >> 27 & 1)) {
+        uint32_t lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        xcr0 = (uint64_t)hi << 32 | lo;
+    }
+    if (!for_top)
+        return (xcr0 & 0x6) != 0x6 ? "OS support for the AVX registers (XCR0)" : NULL;
+    return (xcr0 & 0xe0) != 0xe0 ? "OS support for the AVX-512 registers (XCR0)" : NULL;
 }
 #elif defined(__aarch64__)
 /* The Linux hardware capabilities (asm/hwcap.h) the dotprod build's
@@ -128,16 +113,23 @@ typedef struct {
     int aux;          /* AT_HWCAP or AT_HWCAP2 */
     unsigned long bit;
 } feature_t;
-static const feature_t dotprod[] = {
+static const feature_t mid[] = {
     {"fphp", AT_HWCAP, 1ul << 9}, {"asimdhp", AT_HWCAP, 1ul << 10}, {"asimddp", AT_HWCAP, 1ul << 20}};
-static const feature_t i8mm[] = {{"i8mm", AT_HWCAP2, 1ul << 13}};
+static const feature_t top[] = {{"i8mm", AT_HWCAP2, 1ul << 13}};
 
-static const char *first_missing(const feature_t *f, size_t n)
+static bool has(const feature_t *f) { return getauxval((unsigned long)f->aux) & f->bit; }
+
+/* The kernel reports only what it enables. */
+static const char *os_missing(bool for_top) { return (void)for_top, NULL; }
+#endif
+
+#if defined(__x86_64__) || defined(__aarch64__)
+static const char *first_missing(const feature_t *f, size_t n, bool for_top)
 {
     for (size_t i = 0; i < n; i++)
-        if (!(getauxval((unsigned long)f[i].aux) & f[i].bit))
+        if (!has(&f[i]))
             return f[i].name;
-    return NULL;
+    return os_missing(for_top);
 }
 
 const char *bt_isa_missing(bt_isa_t isa)
@@ -146,10 +138,10 @@ const char *bt_isa_missing(bt_isa_t isa)
         return NULL;
     if ((unsigned)isa >= BT_ISA_COUNT)
         return "a build of that name";
-    const char *m = first_missing(dotprod, sizeof dotprod / sizeof dotprod[0]);
+    const char *m = first_missing(mid, sizeof mid / sizeof mid[0], false);
     if (m != NULL || isa == BT_ISA_MID)
         return m;
-    return first_missing(i8mm, sizeof i8mm / sizeof i8mm[0]);
+    return first_missing(top, sizeof top / sizeof top[0], true);
 }
 #else
 const char *bt_isa_missing(bt_isa_t isa)
