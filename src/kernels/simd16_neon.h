@@ -45,23 +45,18 @@ S16 v16f v16f_fma(v16f a, v16f b, v16f c)
     NEON_EACH(q) c.v[q] = vfmaq_f32(c.v[q], a.v[q], b.v[q]);
     return c;
 }
-S16 v16f v16f_mul(v16f a, v16f b)
-{
-    NEON_EACH(q) a.v[q] = vmulq_f32(a.v[q], b.v[q]);
-    return a;
-}
-S16 v16f v16f_sub(v16f a, v16f b)
-{
-    NEON_EACH(q) a.v[q] = vsubq_f32(a.v[q], b.v[q]);
-    return a;
-}
+/* a op b, quarter by quarter */
+#define NEON_LANEWISE(T, name, op)                                                               \
+    S16 T name(T a, T b)                                                                         \
+    {                                                                                            \
+        NEON_EACH(q) a.v[q] = op(a.v[q], b.v[q]);                                                \
+        return a;                                                                                \
+    }
+NEON_LANEWISE(v16f, v16f_mul, vmulq_f32)
+NEON_LANEWISE(v16f, v16f_sub, vsubq_f32)
 /* x86's maxps: a where a > b, else b */
 S16 float32x4_t max4(float32x4_t a, float32x4_t b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
-S16 v16f v16f_max(v16f a, v16f b)
-{
-    NEON_EACH(q) a.v[q] = max4(a.v[q], b.v[q]);
-    return a;
-}
+NEON_LANEWISE(v16f, v16f_max, max4)
 S16 v16f v16f_abs(v16f a)
 {
     NEON_EACH(q) a.v[q] = vabsq_f32(a.v[q]);
@@ -168,16 +163,8 @@ S16 v16f v16f_keep_n(v16f a, int n)
     a.v[q] = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(a.v[q]), below4(n, q)));
     return a;
 }
-S16 v16i v16i_add(v16i a, v16i b)
-{
-    NEON_EACH(q) a.v[q] = vaddq_s32(a.v[q], b.v[q]);
-    return a;
-}
-S16 v16i v16i_sub(v16i a, v16i b)
-{
-    NEON_EACH(q) a.v[q] = vsubq_s32(a.v[q], b.v[q]);
-    return a;
-}
+NEON_LANEWISE(v16i, v16i_add, vaddq_s32)
+NEON_LANEWISE(v16i, v16i_sub, vsubq_s32)
 S16 v16i v16i_sra1(v16i a)
 {
     NEON_EACH(q) a.v[q] = vshrq_n_s32(a.v[q], 1);
@@ -263,11 +250,7 @@ S16 v16i v16i_add16_bits(v16i a, const void *bits)
     }
     return a;
 }
-S16 v16i v16i_or(v16i a, v16i b)
-{
-    NEON_EACH(q) a.v[q] = vorrq_s32(a.v[q], b.v[q]);
-    return a;
-}
+NEON_LANEWISE(v16i, v16i_or, vorrq_s32)
 /* Bits 2j and 2j + 1 of each byte of a (j 0..3) at bits 4 and 5, the rest
  * 0: a 6-bit format's high bits (a shift within each byte, by 4 - 2j). */
 S16 v16i v16i_bits45(v16i a, const int j)
@@ -325,5 +308,6 @@ S16 void v16i_store_i8(void *p, v16i a)
     vst1q_s8(p, vcombine_s8(vqmovn_s16(lo), vqmovn_s16(hi)));
 }
 
+#undef NEON_LANEWISE
 #undef NEON_EACH
 #endif /* BT_SIMD16_NEON_H */
