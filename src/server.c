@@ -1147,22 +1147,21 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c)
     put_hist(&s, &n, &cap, "baton_inter_token_seconds", "Between a request's tokens.",
              &srv.itl);
     const double up = srv.t_serve > 0 ? bt_now() - srv.t_serve : 0.0;
-    const int last = srv.pipe.n_stages - 1;
+    const int n_busy = srv.pipe.n_stages < BT_SERVE_MAX_STAGES ? srv.pipe.n_stages
+                                                               : BT_SERVE_MAX_STAGES;
     put(&s, &n, &cap,
-        "# HELP baton_stage_busy_seconds_total Seconds a stage spent computing (the first and "
-        "the last stage; the last as of its latest answer).\n"
-        "# TYPE baton_stage_busy_seconds_total counter\n"
-        "baton_stage_busy_seconds_total{stage=\"0\"} %.6f\n", srv.stats.busy_first);
-    if (last > 0)
-        put(&s, &n, &cap, "baton_stage_busy_seconds_total{stage=\"%d\"} %.6f\n", last,
-            srv.stats.busy_last);
+        "# HELP baton_stage_busy_seconds_total Seconds a stage spent computing (the last one "
+        "also sampling), as of its latest report.\n"
+        "# TYPE baton_stage_busy_seconds_total counter\n");
+    for (int k = 0; k < n_busy; k++)
+        put(&s, &n, &cap, "baton_stage_busy_seconds_total{stage=\"%d\"} %.6f\n", k,
+            srv.stats.busy[k]);
     put(&s, &n, &cap,
         "# HELP baton_stage_busy_share Busy seconds over seconds serving, per stage.\n"
-        "# TYPE baton_stage_busy_share gauge\nbaton_stage_busy_share{stage=\"0\"} %.4f\n",
-        up > 0 ? srv.stats.busy_first / up : 0.0);
-    if (last > 0)
-        put(&s, &n, &cap, "baton_stage_busy_share{stage=\"%d\"} %.4f\n", last,
-            up > 0 ? srv.stats.busy_last / up : 0.0);
+        "# TYPE baton_stage_busy_share gauge\n");
+    for (int k = 0; k < n_busy; k++)
+        put(&s, &n, &cap, "baton_stage_busy_share{stage=\"%d\"} %.4f\n", k,
+            up > 0 ? srv.stats.busy[k] / up : 0.0);
     pthread_mutex_unlock(&srv.mu);
     if (s == NULL)
         return MHD_NO;

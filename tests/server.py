@@ -600,6 +600,26 @@ print(json.dumps({"text": r.choices[0].message.content, "stream": "".join(parts)
     ok(s.terminate() == 0, "SmolLM2 server: SIGTERM exits 0")
 
 
+def three_stages(model):
+    """/metrics reports every stage's busy time, the middle one's included."""
+    s = Server(3, model, "--parallel", "4", "-c", "128")
+    if not ok(s.port is not None, "3 ranks: the URL printed once loaded"):
+        print(s.errors())
+        return
+    answered = 0
+    for i in range(8):
+        st, h, d = s.post("/v1/completions", {"prompt": [1 + i, 2, 3] * (1 + i), "max_tokens": 16,
+                                              "temperature": 0})
+        answered += st == 200
+    m = s.metrics()
+    busy = [m.get(f'baton_stage_busy_seconds_total{{stage="{k}"}}', -1) for k in range(3)]
+    share = [m.get(f'baton_stage_busy_share{{stage="{k}"}}', -1) for k in range(3)]
+    ok(answered == 8 and all(b > 0 for b in busy) and all(0 < x <= 1 for x in share)
+       and 'baton_stage_busy_share{stage="3"}' not in m,
+       f"3 stages: /metrics has busy seconds and shares of stages 0, 1 and 2 ({busy}, {share})")
+    ok(s.terminate() == 0, "3-stage server: SIGTERM exits 0")
+
+
 def bad_flags(model):
     """Bad command lines: exit 2 with one message naming the value, on every rank count."""
     cases = [(["--port", "70000"], "70000"), (["--chat-template", "mistral"], "mistral"),
@@ -639,6 +659,7 @@ def main():
         slots_and_signals(slow)
     if only in ("", "auth"):
         auth(model)
+        three_stages(model)
         bad_flags(model)
     real = os.environ.get("BT_SMOLLM2", "")
     if only not in ("", "smollm2"):

@@ -8,9 +8,13 @@
 /* The ids message of a micro-batch (BT_TAG_IDS, the last stage to rank 0),
  * in int32 words: the micro-batch, one chosen id per sampling row, then
  * for each of those rows whose sequence asked for log-probabilities, in
- * the same order, lp_words(n_top) words (logprob_words), then the last
- * stage's busy seconds so far (a double in two words). */
-#define BUSY_WORDS 2
+ * the same order, lp_words(n_top) words (logprob_words).
+ *
+ * A busy report (BT_TAG_BUSY, stage s > 0 to rank 0) is two doubles: the
+ * stage's seconds computing so far, and 1 in its final report (sent after
+ * STOP), else 0. A stage sends one after a micro-batch whenever its
+ * previous report has arrived, so at most one is in flight per stage, and
+ * rank 0 keeps a receive posted for each stage until its final report. */
 
 /* Words of one row's log-probabilities: its own, then n_top (id, value). */
 static int lp_words(int lp)
@@ -21,7 +25,7 @@ static int lp_words(int lp)
 /* Words of the largest ids message. */
 static int ids_words(int max_tok)
 {
-    return 1 + max_tok + max_tok * lp_words(BT_SERVE_MAX_TOP + 1) + BUSY_WORDS;
+    return 1 + max_tok + max_tok * lp_words(BT_SERVE_MAX_TOP + 1);
 }
 
 static int32_t float_word(float f)
@@ -86,7 +90,6 @@ typedef struct last_stage {
     int32_t *lpw;            /* [max_tok * lp_words(max)] the rows' log-probabilities */
     float *lprow;            /* [n_vocab] a row as it was before the sampler saw it */
     int n_lpw;
-    double busy;             /* seconds computing and sampling */
     int *idx;                /* [max_tok] rows that need logits */
     int32_t *ids;            /* [1 + max_tok] mb, then the chosen ids */
     void *msg;               /* a received seq_msg_t and its history */
@@ -246,6 +249,8 @@ typedef struct sched {
     int32_t *tokens;   /* [max_tok] the inputs of the micro-batch being formed */
     int32_t *ids;      /* [ids_words(max_tok)] a received ids message */
     MPI_Request ids_req; /* the receive of the next ids message, posted while any is due */
+    MPI_Request *busy_req; /* [n_stages] each stage's busy report being received (0: none) */
+    double (*busy_in)[2];  /* [n_stages] where it arrives */
     bt_serve_stats_t stats;
 } sched_t;
 
@@ -484,6 +489,31 @@ static bt_status_t post_ids(sched_t *sc)
     return BT_OK;
 }
 
+/* Rank 0 takes the busy reports that have arrived; with to_final, waits
+ * for every stage's final one. */
+static bt_status_t take_busy(sched_t *sc, bool to_final)
+{
+    for (int s = 1; s < sc->p->n_stages; s++) {
+        do {
+            int done = 1;
+            if (sc->busy_req[s] == MPI_REQUEST_NULL)
+                break;
+            if (to_final)
+                BT_MPI_CHECK(MPI_Wait(&sc->busy_req[s], MPI_STATUS_IGNORE));
+            else
+                BT_MPI_CHECK(MPI_Test(&sc->busy_req[s], &done, MPI_STATUS_IGNORE));
+            if (!done)
+                break;
+            if (s < BT_SERVE_MAX_STAGES)
+                sc->stats.busy[s] = sc->busy_in[s][0];
+            if (sc->busy_in[s][1] == 0)
+                BT_MPI_CHECK(MPI_Irecv(sc->busy_in[s], 2, MPI_DOUBLE, s, BT_TAG_BUSY,
+                                       sc->p->comm, &sc->busy_req[s]));
+        } while (to_final);
+    }
+    return BT_OK;
+}
+
 /* Rank 0 waits for the oldest micro-batch's ids from the last stage. */
 static bt_status_t recv_ids(sched_t *sc)
 {
@@ -500,13 +530,14 @@ static bt_status_t recv_ids(sched_t *sc)
     MPI_Get_count(&status, MPI_INT32_T, &count);
     const int want = sc->flight_n[sc->mb_done % sc->max_flight];
     const int n_lpw = mb_lp_words(sc, sc->mb_done);
-    if (count != 1 + want + n_lpw + BUSY_WORDS || ids[0] != sc->mb_done) {
+    if (count != 1 + want + n_lpw || ids[0] != sc->mb_done) {
         bt_log_error("serve: expected %d words of micro-batch %d's ids, got %d of micro-batch %d",
-                     1 + want + n_lpw + BUSY_WORDS, sc->mb_done, count, ids[0]);
+                     1 + want + n_lpw, sc->mb_done, count, ids[0]);
         return BT_ERR_MPI;
     }
-    memcpy(&sc->stats.busy_last, ids + 1 + want + n_lpw, sizeof(double));
     apply_ids(sc, sc->mb_done++, ids + 1, want, ids + 1 + want);
+    if ((st = take_busy(sc, false)) != BT_OK)
+        return st;
     if (sc->h->progress != NULL)
         sc->h->progress(sc->h->arg, &sc->stats);
     return post_ids(sc);
@@ -531,12 +562,11 @@ static bt_status_t send_mb(sched_t *sc, int n)
         st = last_rows(p, sc->ls, rows, n, x, sc->h, &n_ids);
     bt_trace_span(t->trace, BT_EV_COMPUTE, sc->mb_sent, t0);
     sc->stats.n_mb++;
-    sc->stats.busy_first += bt_now() - busy0;
+    sc->stats.busy[0] += bt_now() - busy0;
     if (st != BT_OK)
         return st;
     if (p->last) { /* one stage: the ids are here */
         sc->mb_sent++;
-        sc->stats.busy_last = sc->stats.busy_first;
         apply_ids(sc, sc->mb_done++, sc->ls->ids + 1, n_ids, sc->ls->lpw);
         if (sc->h->progress != NULL)
             sc->h->progress(sc->h->arg, &sc->stats);
@@ -585,11 +615,20 @@ static bt_status_t schedule(sched_t *sc)
             BT_MPI_CHECK(MPI_Wait(&sc->seq[s].msg_req, MPI_STATUS_IGNORE));
     if (st == BT_OK)
         st = bt_transport_drain(&p->tr);
+    if (st == BT_OK)
+        st = take_busy(sc, true);
     return st;
 }
 
 static void sched_free(sched_t *sc)
 {
+    for (int s = 1; sc->busy_req != NULL && s < sc->p->n_stages; s++)
+        if (sc->busy_req[s] != MPI_REQUEST_NULL) { /* only after an error */
+            MPI_Cancel(&sc->busy_req[s]);
+            MPI_Request_free(&sc->busy_req[s]);
+        }
+    free(sc->busy_req);
+    free(sc->busy_in);
     for (int s = 0; sc->seq != NULL && s < sc->cfg->n_slots; s++) {
         free(sc->seq[s].prompt);
         free(sc->seq[s].msg);
@@ -612,23 +651,52 @@ static bt_status_t sched_init(sched_t *sc)
     sc->flight_n = calloc((size_t)sc->max_flight, sizeof *sc->flight_n);
     sc->tokens = malloc(sizeof *sc->tokens * (size_t)p->max_tok);
     sc->ids = malloc(sizeof *sc->ids * (size_t)ids_words(p->max_tok));
-    if (!sc->seq || !sc->flight || !sc->flight_n || !sc->tokens || !sc->ids) {
+    sc->busy_req = malloc(sizeof *sc->busy_req * (size_t)p->n_stages);
+    sc->busy_in = malloc(sizeof *sc->busy_in * (size_t)p->n_stages);
+    if (!sc->seq || !sc->flight || !sc->flight_n || !sc->tokens || !sc->ids || !sc->busy_req ||
+        !sc->busy_in) {
         bt_log_error("serve: cannot allocate the scheduler's tables for %d slots", c->n_slots);
         return BT_ERR_NOMEM;
     }
     for (int s = 0; s < c->n_slots; s++)
         sc->seq[s] = (seq_t){.id = -1, .msg_req = MPI_REQUEST_NULL};
     sc->ids_req = MPI_REQUEST_NULL;
+    sc->busy_req[0] = MPI_REQUEST_NULL;
+    for (int s = 1; s < p->n_stages; s++)
+        BT_MPI_CHECK(MPI_Irecv(sc->busy_in[s], 2, MPI_DOUBLE, s, BT_TAG_BUSY, p->comm,
+                               &sc->busy_req[s]));
     return BT_OK;
 }
 
 /* ---- the other stages ---- */
+
+/* A stage's busy report to rank 0 (the protocol at the top): sent if the
+ * previous one has arrived; the final one always, once it has. */
+static bt_status_t report_busy(const bt_pipe_t *p, MPI_Request *req, double out[2], double busy,
+                               bool final)
+{
+    int done = 1;
+    if (final)
+        BT_MPI_CHECK(MPI_Wait(req, MPI_STATUS_IGNORE));
+    else if (*req != MPI_REQUEST_NULL)
+        BT_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    if (!done)
+        return BT_OK;
+    out[0] = busy;
+    out[1] = final ? 1 : 0;
+    BT_MPI_CHECK(MPI_Isend(out, 2, MPI_DOUBLE, 0, BT_TAG_BUSY, p->comm, req));
+    if (final)
+        BT_MPI_CHECK(MPI_Wait(req, MPI_STATUS_IGNORE));
+    return BT_OK;
+}
 
 /* Receives micro-batches until STOP: computes, passes on (or, last,
  * samples and sends the ids to rank 0). */
 static bt_status_t follow(bt_pipe_t *p, last_stage_t *ls, const bt_serve_hooks_t *h)
 {
     bt_transport_t *t = &p->tr;
+    double busy = 0, report[2];
+    MPI_Request report_req = MPI_REQUEST_NULL;
     bt_status_t st = bt_transport_post_recv(t, 0);
     for (int mb = 0; st == BT_OK; mb++) {
         const int slot = mb % BT_TRANSPORT_SLOTS;
@@ -652,21 +720,24 @@ static bt_status_t follow(bt_pipe_t *p, last_stage_t *ls, const bt_serve_hooks_t
         if (st == BT_OK && p->last)
             st = last_rows(p, ls, rows, n, x, h, &n_ids);
         bt_trace_span(t->trace, BT_EV_COMPUTE, mb, t0);
+        busy += bt_now() - busy0;
         if (st != BT_OK)
             break;
         if (p->last) {
-            ls->busy += bt_now() - busy0;
             ls->ids[0] = mb;
             memcpy(ls->ids + 1 + n_ids, ls->lpw, sizeof *ls->lpw * (size_t)ls->n_lpw);
-            memcpy(ls->ids + 1 + n_ids + ls->n_lpw, &ls->busy, sizeof ls->busy);
-            BT_MPI_CHECK(MPI_Send(ls->ids, 1 + n_ids + ls->n_lpw + BUSY_WORDS, MPI_INT32_T, 0,
-                                  BT_TAG_IDS, p->comm));
+            BT_MPI_CHECK(MPI_Send(ls->ids, 1 + n_ids + ls->n_lpw, MPI_INT32_T, 0, BT_TAG_IDS,
+                                  p->comm));
         } else {
             st = bt_transport_send(t, slot);
         }
+        if (st == BT_OK)
+            st = report_busy(p, &report_req, report, busy, false);
     }
     if (st == BT_OK)
         st = bt_transport_drain(t);
+    if (st == BT_OK)
+        st = report_busy(p, &report_req, report, busy, true);
     return st;
 }
 

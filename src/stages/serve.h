@@ -63,15 +63,17 @@ typedef struct bt_logprobs {
     float top_logprob[BT_SERVE_MAX_TOP];
 } bt_logprobs_t;
 
+/* Stages whose busy seconds the figures carry: the first this many. */
+#define BT_SERVE_MAX_STAGES 128
+
 typedef struct bt_serve_stats {
     int64_t n_prompt;  /* prompt rows computed */
     int64_t n_decode;  /* decode rows computed */
     int64_t n_chosen;  /* tokens chosen */
     int n_mb;          /* micro-batches */
     int n_requests;    /* requests finished */
-    double busy_first; /* seconds stage 0 (rank 0) spent computing */
-    double busy_last;  /* seconds the last stage spent computing and sampling (as of the
-                        * last ids message) */
+    double busy[BT_SERVE_MAX_STAGES]; /* seconds each stage (the first ones) spent computing,
+                        * the last one also sampling, as of its latest report to rank 0 */
 } bt_serve_stats_t;
 
 typedef struct bt_serve_hooks {

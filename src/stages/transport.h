@@ -37,6 +37,7 @@ typedef enum bt_tag {
     BT_TAG_SEQ = 104,   /* serve: a new sequence's sampler, rank 0 -> last stage */
     BT_TAG_IDS = 105,   /* serve: a micro-batch's chosen ids, last stage -> rank 0 */
     BT_TAG_TP_LOGITS = 106, /* a tensor rank's vocabulary share of logits -> its stage's leader */
+    BT_TAG_BUSY = 107,  /* serve: a stage's busy seconds so far, stage s > 0 -> rank 0 */
 } bt_tag_t;
 
 typedef struct bt_act_header {
