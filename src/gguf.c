@@ -70,6 +70,16 @@ static uint64_t vtype_size(uint32_t t)
     }
 }
 
+uint64_t bt_gguf_kv_raw(const bt_gguf_kv_t *kv, const uint8_t **p)
+{
+    *p = (const uint8_t *)kv->key.ptr + kv->key.len + 4; /* the key, then the u32 value type */
+    if (kv->type == BT_GGUF_STRING)
+        return 8 + kv->v.str.len;
+    if (kv->type == BT_GGUF_ARRAY)
+        return 12 + kv->arr_bytes;
+    return vtype_size(kv->type);
+}
+
 /* Little-endian loads, independent of the host's byte order. */
 static uint64_t load_le(const uint8_t *p, unsigned n)
 {

@@ -127,6 +127,10 @@ bt_status_t bt_gguf_get_bool(const bt_gguf_t *g, const char *key, bool *out);
 /* The string points into the map. */
 bt_status_t bt_gguf_get_str(const bt_gguf_t *g, const char *key, bt_gguf_str_t *out);
 
+/* The bytes of kv's value in the file, after its value type (as
+ * bt_gguf_writer_set_raw takes them): sets *p and returns their count. */
+uint64_t bt_gguf_kv_raw(const bt_gguf_kv_t *kv, const uint8_t **p);
+
 /* True when s equals the NUL-terminated c. */
 bool bt_gguf_str_eq(bt_gguf_str_t s, const char *c);
 

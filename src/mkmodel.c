@@ -25,6 +25,8 @@ static void usage(FILE *f)
             "  --type T          type of every matrix (default f32): %s\n"
             "  --seed N          random seed (default 1)\n"
             "  -o, --output FILE where to write the GGUF\n"
+            "  --vocab-from FILE copy FILE's tokenizer (tokenizer.* keys, chat template\n"
+            "                    included); --n-vocab becomes its token count\n"
             "  overrides: --n-vocab --n-embd --n-layer --n-head --n-head-kv --n-ff --n-ctx N,\n"
             "             --n-rot N (rotated dims per head, even, <= head dim),\n"
             "             --head-dim N (even; writes key_length and value_length),\n"
@@ -43,7 +45,7 @@ enum {
     OPT_SHAPE = 256, OPT_TYPE, OPT_SEED, OPT_VOCAB, OPT_EMBD, OPT_LAYER, OPT_HEAD, OPT_HEAD_KV,
     OPT_FF, OPT_CTX, OPT_ROPE, OPT_TIED, OPT_UNTIED, OPT_ROT, OPT_ARCH, OPT_HEAD_DIM, OPT_SWA,
     OPT_ROPE_FREQS, OPT_EXPERT, OPT_EXPERT_USED, OPT_FF_EXP, OPT_Q_LORA, OPT_KV_LORA, OPT_D_QK,
-    OPT_D_V, OPT_DENSE, OPT_SHARED, OPT_GROUP, OPT_GROUP_USED, OPT_SOFTMAX,
+    OPT_D_V, OPT_DENSE, OPT_SHARED, OPT_GROUP, OPT_GROUP_USED, OPT_SOFTMAX, OPT_VOCAB_FROM,
 };
 
 static bt_status_t parse_float(const char *flag, const char *s, float *out)
@@ -63,7 +65,8 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"shape", required_argument, 0, OPT_SHAPE},   {"type", required_argument, 0, OPT_TYPE},
         {"seed", required_argument, 0, OPT_SEED},     {"output", required_argument, 0, 'o'},
-        {"n-vocab", required_argument, 0, OPT_VOCAB}, {"n-embd", required_argument, 0, OPT_EMBD},
+        {"n-vocab", required_argument, 0, OPT_VOCAB},
+        {"vocab-from", required_argument, 0, OPT_VOCAB_FROM}, {"n-embd", required_argument, 0, OPT_EMBD},
         {"n-layer", required_argument, 0, OPT_LAYER}, {"n-head", required_argument, 0, OPT_HEAD},
         {"n-head-kv", required_argument, 0, OPT_HEAD_KV},
         {"n-ff", required_argument, 0, OPT_FF},       {"n-ctx", required_argument, 0, OPT_CTX},
@@ -103,6 +106,8 @@ int main(int argc, char **argv)
     const char *out = NULL;
     uint32_t type = BT_TYPE_F32;
     uint64_t seed = 1;
+    const char *vocab_from = NULL;
+    bool n_vocab_given = false;
     bt_status_t st = BT_OK;
     int c;
     opterr = 0;
@@ -122,7 +127,11 @@ int main(int argc, char **argv)
         }
         case OPT_SEED: st = bt_parse_u64("--seed", optarg, &seed); break;
         case 'o': out = optarg; break;
-        case OPT_VOCAB: st = bt_parse_int("--n-vocab", optarg, 1, 1 << 24, &s.n_vocab); break;
+        case OPT_VOCAB:
+            st = bt_parse_int("--n-vocab", optarg, 1, 1 << 24, &s.n_vocab);
+            n_vocab_given = true;
+            break;
+        case OPT_VOCAB_FROM: vocab_from = optarg; break;
         case OPT_EMBD: st = bt_parse_int("--n-embd", optarg, 1, 1 << 20, &s.n_embd); break;
         case OPT_LAYER: st = bt_parse_int("--n-layer", optarg, 1, 4096, &s.n_layer); break;
         case OPT_HEAD: st = bt_parse_int("--n-head", optarg, 1, 4096, &s.n_head); break;
@@ -162,6 +171,12 @@ int main(int argc, char **argv)
         s.n_expert_used = s.n_expert < 2 ? s.n_expert : 2;
     if (s.n_expert > 0 && s.n_ff_exp == 0)
         s.n_ff_exp = s.n_ff;
+    if (st == BT_OK && vocab_from != NULL && n_vocab_given) {
+        bt_log_error("--n-vocab and --vocab-from: the vocabulary's size is its token count");
+        st = BT_ERR_ARG;
+    }
+    if (st == BT_OK && vocab_from != NULL && bt_synth_vocab_from(&s, vocab_from) != BT_OK)
+        return 2; /* logged: the file and why */
     if (st == BT_OK && optind < argc) {
         bt_log_error("unexpected argument '%s'", argv[optind]);
         st = BT_ERR_ARG;

@@ -579,6 +579,68 @@ static bt_status_t write_mla(bt_gguf_writer_t *w, const bt_synth_shape_t *s)
     return BT_OK;
 }
 
+/* The tokenizer.ggml.tokens array of g, or NULL (logged). */
+static const bt_gguf_kv_t *vocab_tokens(const bt_gguf_t *g)
+{
+    const bt_gguf_kv_t *kv = bt_gguf_find_kv(g, "tokenizer.ggml.tokens");
+    if (kv == NULL || kv->type != BT_GGUF_ARRAY || kv->arr_type != BT_GGUF_STRING ||
+        kv->arr_n == 0) {
+        bt_log_error("mkmodel: --vocab-from %s: no tokenizer.ggml.tokens array of strings",
+                     g->path);
+        return NULL;
+    }
+    return kv;
+}
+
+bt_status_t bt_synth_vocab_from(bt_synth_shape_t *s, const char *path)
+{
+    bt_gguf_t *g;
+    bt_status_t st = bt_gguf_open(path, &g);
+    if (st != BT_OK)
+        return st;
+    const bt_gguf_kv_t *kv = vocab_tokens(g);
+    if (kv != NULL && kv->arr_n > (1u << 24)) {
+        bt_log_error("mkmodel: --vocab-from %s: %llu tokens (at most %d)", path,
+                     (unsigned long long)kv->arr_n, 1 << 24);
+        kv = NULL;
+    }
+    if (kv != NULL) {
+        s->n_vocab = (int)kv->arr_n;
+        s->vocab_from = path;
+    }
+    bt_gguf_close(g);
+    return kv != NULL ? BT_OK : BT_ERR_ARG;
+}
+
+/* Every tokenizer.* key of s->vocab_from, as it is there. */
+static bt_status_t copy_tokenizer(bt_gguf_writer_t *w, const bt_synth_shape_t *s)
+{
+    bt_gguf_t *g;
+    bt_status_t st = bt_gguf_open(s->vocab_from, &g);
+    if (st != BT_OK)
+        return st;
+    const bt_gguf_kv_t *tokens = vocab_tokens(g);
+    if (tokens == NULL || tokens->arr_n != (uint64_t)s->n_vocab) {
+        if (tokens != NULL)
+            bt_log_error("mkmodel: --vocab-from %s has %llu tokens, the model %d", s->vocab_from,
+                         (unsigned long long)tokens->arr_n, s->n_vocab);
+        st = BT_ERR_ARG;
+    }
+    static const char prefix[] = "tokenizer.";
+    for (uint64_t i = 0; st == BT_OK && i < g->n_kv; i++) {
+        const bt_gguf_kv_t *kv = &g->kv[i];
+        if (kv->key.len < sizeof prefix - 1 || memcmp(kv->key.ptr, prefix, sizeof prefix - 1))
+            continue;
+        char *key = strndup(kv->key.ptr, kv->key.len);
+        const uint8_t *raw;
+        const uint64_t n = bt_gguf_kv_raw(kv, &raw);
+        st = key != NULL ? bt_gguf_writer_set_raw(w, key, kv->type, raw, n) : BT_ERR_NOMEM;
+        free(key);
+    }
+    bt_gguf_close(g);
+    return st;
+}
+
 /* The keys, in the order llama files have always had them; key_length,
  * value_length and sliding_window only when the shape has them, so a llama
  * file without them is the same bytes as before they existed. */
@@ -626,7 +688,8 @@ static bt_status_t write_metadata(bt_gguf_writer_t *w, const bt_synth_shape_t *s
         (st = set_arch_f32(w, a, "rope.freq_base", s->rope_base)) ||
         (st = set_arch_f32(w, a, "attention.layer_norm_rms_epsilon", s->rms_eps)) ||
         (st = set_arch_u32(w, a, "vocab_size", s->n_vocab)) ||
-        (st = bt_gguf_writer_set_str(w, "tokenizer.ggml.model", "none")) ||
+        (st = s->vocab_from != NULL ? copy_tokenizer(w, s)
+                                    : bt_gguf_writer_set_str(w, "tokenizer.ggml.model", "none")) ||
         (st = bt_gguf_writer_set_str(w, "baton.synth.shape", s->name)) ||
         (st = bt_gguf_writer_set_u32(w, "baton.synth.seed_lo", (uint32_t)seed)) ||
         (st = bt_gguf_writer_set_u32(w, "baton.synth.seed_hi", (uint32_t)(seed >> 32))))

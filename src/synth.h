@@ -51,6 +51,8 @@ typedef struct bt_synth_shape {
     bool weights_norm;     /* expert_weights_norm */
     float weights_scale;   /* expert_weights_scale (0: not written) */
     float yarn_log_mul;    /* rope.scaling.yarn_log_multiplier (0: not written) */
+    const char *vocab_from; /* NULL, or a GGUF whose tokenizer.* keys are copied
+                             * (bt_synth_vocab_from); else tokenizer.ggml.model "none" */
 } bt_synth_shape_t;
 
 /* Copies the named shape ("tiny", "llama3-8b", "qwen3-0.6b", ...) into *out,
@@ -80,6 +82,12 @@ uint64_t bt_synth_n_params(const bt_synth_shape_t *s);
  * heads dividing heads, an even head dim, the extras only in families that
  * have them. Otherwise logs the value that is wrong and returns BT_ERR_ARG. */
 bt_status_t bt_synth_check(const bt_synth_shape_t *s);
+
+/* Takes the vocabulary of the GGUF at path: s->n_vocab becomes its token
+ * count and bt_synth_write copies its tokenizer.* keys (its chat template
+ * among them), so other programs can tokenize for the synthetic model.
+ * BT_ERR_ARG (logged) when path has no tokenizer.ggml.tokens array. */
+bt_status_t bt_synth_vocab_from(bt_synth_shape_t *s, const char *path);
 
 /* Writes the model to path with every matrix in `type` (vectors stay f32).
  * Checks the shape first (bt_synth_check). */

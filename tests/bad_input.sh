@@ -569,6 +569,16 @@ fails 0 "^error: mkmodel: n_rot 34 must be even and at most the head dim 32 " \
 usage_exit
 fails 0 "^error: unknown model shape 'nope' \(known: tiny, " "$mk" --shape nope -o "$tmp/x.gguf"
 usage_exit
+# --vocab-from: a file without a vocabulary, one that is not there, and --n-vocab beside it
+fails 0 "^error: mkmodel: --vocab-from [$]TMP/tiny.gguf: no tokenizer.ggml.tokens array of strings" \
+    "$mk" --vocab-from "$m" -o "$tmp/x.gguf"
+usage_exit
+fails 0 "^error: gguf: [$]TMP/none.gguf: cannot open: No such file" \
+    "$mk" --vocab-from "$tmp/none.gguf" -o "$tmp/x.gguf"
+usage_exit
+fails 0 "^error: --n-vocab and --vocab-from: the vocabulary's size is its token count" \
+    "$mk" --vocab-from "${BT_SRCDIR:-$(dirname "$0")/..}/tests/data/spm-tiny.gguf" --n-vocab 5 -o "$tmp/x.gguf"
+usage_exit
 
 echo
 echo "Bad input table ($n invocations; \$TMP is a fresh temporary folder):"

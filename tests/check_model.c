@@ -809,19 +809,6 @@ static void set_kv(bt_gguf_writer_t *w, const kv_set_t *s)
     ck_assert_int_eq(st, BT_OK);
 }
 
-/* The bytes of kv's value in the file (after its value type), as
- * bt_gguf_writer_set_raw takes them. */
-static uint64_t kv_raw(const bt_gguf_kv_t *kv, const uint8_t **p)
-{
-    static const uint8_t size[BT_GGUF_VTYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-    *p = (const uint8_t *)kv->key.ptr + kv->key.len + 4;
-    if (kv->type == BT_GGUF_STRING)
-        return 8 + kv->v.str.len;
-    if (kv->type == BT_GGUF_ARRAY)
-        return 12 + kv->arr_bytes;
-    return size[kv->type];
-}
-
 /* Writes tmpdir/name: every key and tensor of src with e's changes. */
 static const char *write_edited(const char *src, const char *name, const edit_t *e)
 {
@@ -841,7 +828,7 @@ static const char *write_edited(const char *src, const char *name, const edit_t 
         char key[256];
         snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
         const uint8_t *raw;
-        const uint64_t n = kv_raw(kv, &raw);
+        const uint64_t n = bt_gguf_kv_raw(kv, &raw);
         ck_assert_int_eq(bt_gguf_writer_set_raw(w, key, kv->type, raw, n), BT_OK);
     }
     for (int j = 0; j < e->n_set; j++)

@@ -10,6 +10,9 @@
  *   named:    the real shapes' dimensions and parameter counts (those of
  *             the published models), without writing them.
  *   limits:   shapes and families the writer refuses.
+ *   vocab:    --vocab-from copies another file's tokenizer keys byte for
+ *             byte and sizes the model by its tokens; baton's tokenizer
+ *             reads the copy as it reads the source.
  */
 #include <check.h>
 #include <math.h>
@@ -20,6 +23,7 @@
 #include "arch.h"
 #include "gguf.h"
 #include "synth.h"
+#include "tokenizer.h"
 #include "testutil.h"
 
 static char *tmpdir;
@@ -520,6 +524,79 @@ START_TEST(test_limits)
 }
 END_TEST
 
+/* ---- --vocab-from ---- */
+
+/* The raw bytes of key in g (NULL, 0 when it is missing). */
+static const uint8_t *raw_of(const bt_gguf_t *g, const char *key, uint64_t *n)
+{
+    const bt_gguf_kv_t *kv = bt_gguf_find_kv(g, key);
+    const uint8_t *p = NULL;
+    *n = kv != NULL ? bt_gguf_kv_raw(kv, &p) : 0;
+    return p;
+}
+
+START_TEST(test_vocab_from)
+{
+    char src[700];
+    snprintf(src, sizeof src, "%s/tests/data/spm-tiny.gguf", tu_srcdir());
+    bt_synth_shape_t s;
+    ck_assert_int_eq(bt_synth_shape("tiny", &s), BT_OK);
+    ck_assert_int_eq(bt_synth_vocab_from(&s, src), BT_OK);
+    bt_gguf_t *from, *g = write_open(&s, "vocab.gguf", BT_TYPE_Q8_0);
+    ck_assert_int_eq(bt_gguf_open(src, &from), BT_OK);
+    const bt_gguf_kv_t *tokens = bt_gguf_find_kv(from, "tokenizer.ggml.tokens");
+    ck_assert_ptr_nonnull(tokens);
+    ck_assert_int_eq(s.n_vocab, (int)tokens->arr_n);
+    ck_assert_uint_eq(key_u32(g, "llama", "vocab_size"), tokens->arr_n);
+    check_tensor3(g, "token_embd.weight", (uint64_t)s.n_embd, tokens->arr_n, 1);
+    int n_copied = 0;
+    for (uint64_t i = 0; i < from->n_kv; i++) { /* every tokenizer key, the same bytes */
+        const bt_gguf_kv_t *kv = &from->kv[i];
+        if (kv->key.len < 10 || memcmp(kv->key.ptr, "tokenizer.", 10) != 0)
+            continue;
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
+        uint64_t na, nb;
+        const uint8_t *a = raw_of(from, key, &na), *b = raw_of(g, key, &nb);
+        ck_assert_msg(b != NULL && na == nb && memcmp(a, b, na) == 0, "%s differs", key);
+        ck_assert_int_eq(bt_gguf_find_kv(g, key)->type, kv->type);
+        n_copied++;
+    }
+    ck_assert_int_ge(n_copied, 4);
+    bt_tokenizer_t *ta, *tb;
+    ck_assert_int_eq(bt_tokenizer_load(from, &ta), BT_OK);
+    ck_assert_int_eq(bt_tokenizer_load(g, &tb), BT_OK);
+    static const char text[] = "Hello world, this is a test.";
+    int32_t *ia = NULL, *ib = NULL;
+    int na = 0, nb = 0;
+    ck_assert_int_eq(bt_tokenizer_encode(ta, text, strlen(text), true, false, &ia, &na), BT_OK);
+    ck_assert_int_eq(bt_tokenizer_encode(tb, text, strlen(text), true, false, &ib, &nb), BT_OK);
+    ck_assert_int_gt(na, 1);
+    ck_assert_int_eq(na, nb);
+    ck_assert_mem_eq(ia, ib, sizeof ia[0] * (size_t)na);
+    free(ia);
+    free(ib);
+    bt_tokenizer_free(ta);
+    bt_tokenizer_free(tb);
+    bt_gguf_close(from);
+    bt_gguf_close(g);
+
+    /* a file without a vocabulary, and a shape whose n_vocab no longer matches */
+    char none[700];
+    snprintf(none, sizeof none, "%s/vocab-none.gguf", tmpdir);
+    bt_synth_shape_t t;
+    ck_assert_int_eq(bt_synth_shape("tiny", &t), BT_OK);
+    ck_assert_int_eq(bt_synth_write(none, &t, BT_TYPE_F32, 1), BT_OK);
+    ck_assert_int_eq(bt_synth_vocab_from(&t, none), BT_ERR_ARG);
+    ck_assert_ptr_null(t.vocab_from);
+    ck_assert_int_eq(bt_synth_vocab_from(&t, src), BT_OK);
+    t.n_vocab++;
+    char bad[700];
+    snprintf(bad, sizeof bad, "%s/vocab-bad.gguf", tmpdir);
+    ck_assert_int_eq(bt_synth_write(bad, &t, BT_TYPE_F32, 1), BT_ERR_ARG);
+}
+END_TEST
+
 static Suite *synth_suite(void)
 {
     Suite *s = suite_create("synth");
@@ -537,6 +614,9 @@ static Suite *synth_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("limits");
     tcase_add_test(tc, test_limits);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("vocab");
+    tcase_add_test(tc, test_vocab_from);
     suite_add_tcase(s, tc);
     return s;
 }
