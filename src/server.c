@@ -735,6 +735,7 @@ static json_t *drain_error(void)
 /* A stream of server-sent events over one request. */
 typedef struct stream {
     srv_req_t *r;
+    struct MHD_Connection *c;
     int fd;
     int sent_tok;       /* tokens sent */
     size_t sent_text;   /* bytes of text sent */
@@ -802,6 +803,17 @@ static void stream_events(stream_t *s)
     s->ended = true;
 }
 
+/* --timeout is for clients that keep the server waiting. While a request
+ * waits for the engine (a slot, its tokens) the wait is the server's: the
+ * connection has no timeout then, and when there is something to send
+ * again it gets --timeout back, which restarts its clock (MHD resets the
+ * timer when a timeout follows none). */
+static void server_waits(struct MHD_Connection *c, bool waits)
+{
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+                              waits ? 0u : (unsigned)srv.o.timeout);
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     stream_t *s = cls;
@@ -810,11 +822,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (s->ended)
             return MHD_CONTENT_READER_END_OF_STREAM;
         s->off = s->n = 0;
+        const bool waits = s->started;
+        if (waits)
+            server_waits(s->c, true);
         pthread_mutex_lock(&srv.mu);
-        bool here = !s->started || await(s->r, s->sent_tok, s->fd);
+        bool here = !waits || await(s->r, s->sent_tok, s->fd);
         if (here)
             stream_events(s);
         pthread_mutex_unlock(&srv.mu);
+        if (waits)
+            server_waits(s->c, false);
         if (!here)
             return MHD_CONTENT_READER_END_WITH_ERROR;
     }
@@ -956,16 +973,20 @@ static enum MHD_Result serve_completion(struct MHD_Connection *c, conn_t *cx)
             pthread_mutex_unlock(&srv.mu);
             return MHD_NO;
         }
-        *s = (stream_t){.r = r, .fd = cx->fd};
+        *s = (stream_t){.r = r, .c = c, .fd = cx->fd};
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
         return ret;
     }
+    server_waits(c, true);
     pthread_mutex_lock(&srv.mu);
     while (r->state != RQ_DONE && await(r, r->n_gen, cx->fd))
         ;
+    pthread_mutex_unlock(&srv.mu);
+    server_waits(c, false);
+    pthread_mutex_lock(&srv.mu);
     json_t *answer = NULL;
     int status = 200;
     if (r->state != RQ_DONE) { /* the client left: no one to answer */

@@ -488,6 +488,43 @@ def slots_and_signals(model):
        f"the client is not left hanging")
 
 
+def engine_waits(model):
+    """--timeout is for slow clients, not for a slow engine: a request that waits
+    longer than it for a slot, or for its whole answer, still gets it."""
+    s = Server(2, model, "--parallel", "1", "-c", "4096", "--timeout", "1")
+    if not ok(s.port is not None, "--parallel 1 --timeout 1 server up"):
+        return
+    res = {}
+
+    def long_answer():
+        t = time.time()
+        res["a"] = s.post("/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 1500,
+                                              "temperature": 0, "return_tokens": True}, timeout=300)
+        res["ta"] = time.time() - t
+
+    def queued_stream():
+        t = time.time()
+        res["b"] = s.stream("/v1/completions", {"prompt": [4], "max_tokens": 8, "temperature": 0,
+                                                "stream": True, "return_tokens": True}, timeout=300)
+        res["tb"] = time.time() - t
+
+    ta = threading.Thread(target=long_answer)
+    ta.start()
+    time.sleep(0.3)
+    tb = threading.Thread(target=queued_stream)
+    tb.start()
+    ta.join(300)
+    tb.join(300)
+    st_a, _, d = res.get("a", (0, None, None))
+    st_b, ev = res.get("b", (0, []))
+    ids = completion_of(ev)[0] if st_b == 200 else []
+    ok(st_a == 200 and len(d["choices"][0]["tokens"]) == 1500 and st_b == 200 and len(ids) == 8
+       and res["ta"] > 1.5 and res["tb"] > 1.5,
+       f"--timeout 1: a 1500-token answer ({res.get('ta', -1):.1f} s) and a stream queued behind "
+       f"it ({res.get('tb', -1):.1f} s) both arrive whole")
+    ok(s.terminate() == 0, "--timeout 1 server: SIGTERM exits 0")
+
+
 def auth(model):
     keyf = os.path.join(TMP, "key")
     with open(keyf, "w") as f:
@@ -657,6 +694,7 @@ def main():
                     "-o", slow], capture_output=True, check=True)
     if only in ("", "signals"):
         slots_and_signals(slow)
+        engine_waits(slow)
     if only in ("", "auth"):
         auth(model)
         three_stages(model)

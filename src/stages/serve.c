@@ -653,6 +653,8 @@ static bt_status_t sched_init(sched_t *sc)
     sc->ids = malloc(sizeof *sc->ids * (size_t)ids_words(p->max_tok));
     sc->busy_req = malloc(sizeof *sc->busy_req * (size_t)p->n_stages);
     sc->busy_in = malloc(sizeof *sc->busy_in * (size_t)p->n_stages);
+    for (int s = 0; sc->busy_req != NULL && s < p->n_stages; s++)
+        sc->busy_req[s] = MPI_REQUEST_NULL;
     if (!sc->seq || !sc->flight || !sc->flight_n || !sc->tokens || !sc->ids || !sc->busy_req ||
         !sc->busy_in) {
         bt_log_error("serve: cannot allocate the scheduler's tables for %d slots", c->n_slots);
@@ -661,7 +663,6 @@ static bt_status_t sched_init(sched_t *sc)
     for (int s = 0; s < c->n_slots; s++)
         sc->seq[s] = (seq_t){.id = -1, .msg_req = MPI_REQUEST_NULL};
     sc->ids_req = MPI_REQUEST_NULL;
-    sc->busy_req[0] = MPI_REQUEST_NULL;
     for (int s = 1; s < p->n_stages; s++)
         BT_MPI_CHECK(MPI_Irecv(sc->busy_in[s], 2, MPI_DOUBLE, s, BT_TAG_BUSY, p->comm,
                                &sc->busy_req[s]));
