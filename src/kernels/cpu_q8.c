@@ -304,6 +304,19 @@ static inline int offset_c(const uint32_t type)
     return type == BT_TYPE_MXFP4 ? 12 : offset_shift(type) >= 0 ? 1 << offset_shift(type) : 0;
 }
 
+/* The c whose multiple of the activations' sum starts a block's integer
+ * sums: offset_c, but for Q8_0 in the avx2 build, whose panels take the
+ * signed bytes u - 128 themselves (v16i_dot_signed). The same integer
+ * either way, so the same bits. */
+static inline int start_c(const uint32_t type)
+{
+#if BT_SIMD16_AVX2
+    if (type == BT_TYPE_Q8_0)
+        return 0;
+#endif
+    return offset_c(type);
+}
+
 static inline bool has_min(const uint32_t type)
 {
     return type == BT_TYPE_Q4_1 || type == BT_TYPE_Q5_1 || type == BT_TYPE_Q4_K ||
@@ -699,13 +712,18 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
 #pragma GCC unroll 8 /* constant chain indices: the sums stay in registers */
         for (int j = 0; j < nv; j++) {
             const v16i v = v16i_load(pw + 64 * j);
-            if (!nib) {
+            if (!nib) { /* Q8_0, the one byte format: u up to 255 */
                 const int h = j % CH;
+#if BT_SIMD16_AVX2
+                const v16i w = v16i_signed8(v), aw = v16i_abs8(w);
 #pragma GCC unroll 8
-                for (int t = 0; t < T; t++) {
-                    /* Q8_0, the one byte format: u up to 255 */
+                for (int t = 0; t < T; t++)
+                    s[h][t] = v16i_dot_signed(s[h][t], aw, w, v16i_bcast4(REC_X(xb, T, j, t)));
+#else
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++)
                     s[h][t] = v16i_dot(s[h][t], v, v16i_bcast4(REC_X(xb, T, j, t)));
-                }
+#endif
             } else {
                 v16i lo = v16i_nib_lo(v), hi = v16i_nib_hi(v);
                 if (type == BT_TYPE_MXFP4) { /* E2M1 code -> u = 2 value + 12 */
@@ -774,7 +792,7 @@ static void interleave_rows(int32_t *restrict o, q8_rows_t xq, int t0, int nt, i
                             uint32_t type)
 {
     const int64_t nb = n_in / 32;
-    const int c = offset_c(type);
+    const int c = start_c(type);
     for (int64_t b = 0; b < nb; b++, o += REC_WORDS(nt))
         for (int t = 0; t < nt; t++) {
             const size_t xb = (size_t)(t0 + t) * nb + b;
