@@ -70,4 +70,21 @@ else
     bad "trace"; cat "$tmp/err"
 fi
 
+# more threads than the rank's affinity mask allows (what mpirun's default
+# binding to one core does): one warning naming the fix; none when they fit
+if command -v taskset >/dev/null; then
+    timeout -k 5 "$mpi_timeout" taskset -c 0 "$launcher" -np 1 --bind-to none "$bin/baton" -m "$m" --tokens 1,2,3 -n 2 -t 2 \
+        >/dev/null 2>"$tmp/err"
+    timeout -k 5 "$mpi_timeout" taskset -c 0 "$launcher" -np 1 --bind-to none "$bin/baton" -m "$m" --tokens 1,2,3 -n 2 -t 1 \
+        >/dev/null 2>"$tmp/err1"
+    if [ "$(grep -c 'warning: 2 threads, but this rank may run on 1 CPU .*--bind-to none' "$tmp/err")" = 1 ] &&
+        ! grep -q warning "$tmp/err1"; then
+        ok "-t 2 on one CPU: one warning with the fix; -t 1: none"
+    else
+        bad "-t 2 on one CPU: $(cat "$tmp/err"); -t 1: $(grep warning "$tmp/err1")"
+    fi
+else
+    bad "taskset is missing (util-linux)"
+fi
+
 tap_done

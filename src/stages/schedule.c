@@ -394,6 +394,13 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
     if (!p->follower)
         bt_forward_set_progress(p->fwd, progress_cb, &p->tr);
     bt_log_capture(0);
+    /* mpirun binds each rank to one core unless told otherwise (with 2
+     * ranks or fewer), and -t threads on one core run at its speed */
+    if (cfg->n_threads > omp_get_num_procs())
+        bt_log_warn("%d threads, but this rank may run on %d CPU%s (its affinity mask): they "
+                    "share them; with mpirun add --bind-to none, or --map-by slot:PE=%d",
+                    cfg->n_threads, omp_get_num_procs(), omp_get_num_procs() == 1 ? "" : "s",
+                    cfg->n_threads);
 
     return BT_OK;
 
