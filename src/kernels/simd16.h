@@ -382,6 +382,21 @@ S16 v16i v16i_dot_small(v16i acc, v16i u, v16i x)
 {
     return V16I(dot8_small(acc.lo, u.lo, x.lo), dot8_small(acc.hi, u.hi, x.hi));
 }
+/* acc16 + vpmaddubsw(u, x), the pair sums kept in 16-bit lanes: for u <=
+ * 15 each is at most 2 x 15 x 127 = 3810 in magnitude, so the 8 of a
+ * 32-element block add up within int16 and meet vpmaddwd once a block. */
+S16 v16i v16i_pairs16(v16i acc16, v16i u, v16i x)
+{
+    return V16I(_mm256_add_epi16(acc16.lo, _mm256_maddubs_epi16(u.lo, x.lo)),
+                _mm256_add_epi16(acc16.hi, _mm256_maddubs_epi16(u.hi, x.hi)));
+}
+/* acc + the 16-bit lanes of acc16 added in pairs (vpmaddwd by 1). */
+S16 v16i v16i_pairs16_sum(v16i acc, v16i acc16)
+{
+    const __m256i one = _mm256_set1_epi16(1);
+    return V16I(_mm256_add_epi32(acc.lo, _mm256_madd_epi16(acc16.lo, one)),
+                _mm256_add_epi32(acc.hi, _mm256_madd_epi16(acc16.hi, one)));
+}
 /* The signed bytes w = u - 128 of unsigned u, and their magnitudes. */
 S16 v16i v16i_signed8(v16i u)
 {
