@@ -489,15 +489,22 @@ static bt_status_t post_ids(sched_t *sc)
     return BT_OK;
 }
 
+/* Rank 0 posts the receive of stage s's next busy report. */
+static bt_status_t post_busy(sched_t *sc, int s)
+{
+    BT_MPI_CHECK(MPI_Irecv(sc->busy_in[s], 2, MPI_DOUBLE, s, BT_TAG_BUSY, sc->p->comm,
+                           &sc->busy_req[s]));
+    return BT_OK;
+}
+
 /* Rank 0 takes the busy reports that have arrived; with to_final, waits
  * for every stage's final one. */
 static bt_status_t take_busy(sched_t *sc, bool to_final)
 {
-    for (int s = 1; s < sc->p->n_stages; s++) {
-        do {
+    bt_status_t st = BT_OK;
+    for (int s = 1; s < sc->p->n_stages && st == BT_OK; s++)
+        while (sc->busy_req[s] != MPI_REQUEST_NULL && st == BT_OK) {
             int done = 1;
-            if (sc->busy_req[s] == MPI_REQUEST_NULL)
-                break;
             if (to_final)
                 BT_MPI_CHECK(MPI_Wait(&sc->busy_req[s], MPI_STATUS_IGNORE));
             else
@@ -507,11 +514,11 @@ static bt_status_t take_busy(sched_t *sc, bool to_final)
             if (s < BT_SERVE_MAX_STAGES)
                 sc->stats.busy[s] = sc->busy_in[s][0];
             if (sc->busy_in[s][1] == 0)
-                BT_MPI_CHECK(MPI_Irecv(sc->busy_in[s], 2, MPI_DOUBLE, s, BT_TAG_BUSY,
-                                       sc->p->comm, &sc->busy_req[s]));
-        } while (to_final);
-    }
-    return BT_OK;
+                st = post_busy(sc, s);
+            if (!to_final)
+                break;
+        }
+    return st;
 }
 
 /* Rank 0 waits for the oldest micro-batch's ids from the last stage. */
@@ -663,10 +670,10 @@ static bt_status_t sched_init(sched_t *sc)
     for (int s = 0; s < c->n_slots; s++)
         sc->seq[s] = (seq_t){.id = -1, .msg_req = MPI_REQUEST_NULL};
     sc->ids_req = MPI_REQUEST_NULL;
-    for (int s = 1; s < p->n_stages; s++)
-        BT_MPI_CHECK(MPI_Irecv(sc->busy_in[s], 2, MPI_DOUBLE, s, BT_TAG_BUSY, p->comm,
-                               &sc->busy_req[s]));
-    return BT_OK;
+    bt_status_t st = BT_OK;
+    for (int s = 1; s < p->n_stages && st == BT_OK; s++)
+        st = post_busy(sc, s);
+    return st;
 }
 
 /* ---- the other stages ---- */
