@@ -984,9 +984,6 @@ static enum MHD_Result serve_completion(struct MHD_Connection *c, conn_t *cx)
     pthread_mutex_lock(&srv.mu);
     while (r->state != RQ_DONE && await(r, r->n_gen, cx->fd))
         ;
-    pthread_mutex_unlock(&srv.mu);
-    server_waits(c, false);
-    pthread_mutex_lock(&srv.mu);
     json_t *answer = NULL;
     int status = 200;
     if (r->state != RQ_DONE) { /* the client left: no one to answer */
@@ -1004,6 +1001,7 @@ static enum MHD_Result serve_completion(struct MHD_Connection *c, conn_t *cx)
     }
     req_unref(r);
     pthread_mutex_unlock(&srv.mu);
+    server_waits(c, false);
     return send_json(c, status, answer, status == 503 ? "1" : NULL);
 }
 
