@@ -577,7 +577,8 @@ fails 0 "^error: gguf: [$]TMP/none.gguf: cannot open: No such file" \
     "$mk" --vocab-from "$tmp/none.gguf" -o "$tmp/x.gguf"
 usage_exit
 fails 0 "^error: --n-vocab and --vocab-from: the vocabulary's size is its token count" \
-    "$mk" --vocab-from "${BT_SRCDIR:-$(dirname "$0")/..}/tests/data/spm-tiny.gguf" --n-vocab 5 -o "$tmp/x.gguf"
+    "$mk" --vocab-from "${BT_SRCDIR:-$(dirname "$0")/..}/tests/data/spm-tiny.gguf" --n-vocab 5 \
+    -o "$tmp/x.gguf"
 usage_exit
 
 echo

@@ -72,11 +72,13 @@ fi
 
 # more threads than the rank's affinity mask allows (what mpirun's default
 # binding to one core does): one warning naming the fix; none when they fit
+on_cpu0() {
+    timeout -k 5 "$mpi_timeout" taskset -c 0 "$launcher" -np 1 --bind-to none "$bin/baton" \
+        -m "$m" --tokens 1,2,3 -n 2 "$@" >/dev/null
+}
 if command -v taskset >/dev/null; then
-    timeout -k 5 "$mpi_timeout" taskset -c 0 "$launcher" -np 1 --bind-to none "$bin/baton" -m "$m" --tokens 1,2,3 -n 2 -t 2 \
-        >/dev/null 2>"$tmp/err"
-    timeout -k 5 "$mpi_timeout" taskset -c 0 "$launcher" -np 1 --bind-to none "$bin/baton" -m "$m" --tokens 1,2,3 -n 2 -t 1 \
-        >/dev/null 2>"$tmp/err1"
+    on_cpu0 -t 2 2>"$tmp/err"
+    on_cpu0 -t 1 2>"$tmp/err1"
     if [ "$(grep -c 'warning: 2 threads, but this rank may run on 1 CPU .*--bind-to none' "$tmp/err")" = 1 ] &&
         ! grep -q warning "$tmp/err1"; then
         ok "-t 2 on one CPU: one warning with the fix; -t 1: none"
