@@ -6,7 +6,9 @@ Synthetic model (always): every endpoint, answers equal to a batch job's
 streaming) on 2 ranks with --parallel 8 byte-identical to each request
 served alone and /metrics agreeing with what the clients saw, a client
 that hangs up mid-stream freeing its slot for the queued one, queue
-overflow (503 + Retry-After), a slow client timed out, more than 40 bad
+overflow (503 + Retry-After), a slow client timed out while requests that
+wait longer than --timeout for the engine arrive whole, every stage's
+busy share in /metrics on 3 ranks, more than 40 bad
 requests each a 4xx in OpenAI's error shape with the server still serving,
 the API key, SIGTERM draining (finish; then cancel at --drain-timeout) and
 a SIGKILLed rank ending the job. SmolLM2 (when BT_SMOLLM2 names it): chat
