@@ -304,6 +304,8 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         .max_tok = max_tok,
         .n_threads = t->threads,
         .ops = prm->ops,
+        .gpu = prm->gpu,
+        .gpu_given = prm->gpu_given,
         .kv_type = (uint32_t)prm->kv_type,
         .no_mmap = !prm->mmap,
         .no_sampling = true,
@@ -319,6 +321,8 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         bt_pipe_free(&p);
         return st;
     }
+    if (p.device >= 0) /* rank 0's device (stages may mix GPUs and CPUs) */
+        snprintf(row->backend, sizeof row->backend, "CUDA %s", bt_device_default->name());
     row->gather_latency_us = g_lat * 1e6;
     row->gather_bandwidth_MBps = g_bw / 1e6;
 

@@ -8,6 +8,7 @@
 #include "args.h"
 #include "kv_cache.h"
 #include "model.h"
+#include "runopts.h"
 
 /* ---- lists ---- */
 
@@ -177,7 +178,9 @@ void bt_bench_usage(FILE *f)
             "  -r, --repetitions N       repetitions per test (default 5)\n"
             "      --no-warmup           skip the warm-up run\n"
             "      --delay SECONDS       pause between tests (default 0)\n"
-            "      --ops cpu|exact|ref   kernel set of the tests (default cpu; see baton --kernels)\n"
+            "      --ops cpu|exact|ref|cuda-host|auto|cuda  kernel set of the tests (default cpu;\n"
+            "                            see baton --kernels)\n"
+            "      --gpu N               the CUDA device of every cuda rank (default: by local rank)\n"
             "      --kv-type f32|f16     KV cache elements (default f32)\n"
             "  -mmp, --mmap 0|1          1: map the weights (default); 0: read them into memory\n"
             "  -o, --output FORMAT       md, csv, json or jsonl (default md)\n"
@@ -431,10 +434,10 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
         } else if (!strcmp(a, "--delay")) {
             st = parse_float_arg("--delay", val, &p->delay);
         } else if (!strcmp(a, "--ops")) {
-            if ((p->ops = bt_ops_by_name(val)) == NULL) {
-                bt_log_error("--ops: '%s' is not one of cpu, exact, ref", val);
-                st = BT_ERR_ARG;
-            }
+            st = bt_parse_kernels("--ops", val, &p->ops);
+        } else if (!strcmp(a, "--gpu")) {
+            st = bt_parse_int("--gpu", val, 0, 1023, &p->gpu);
+            p->gpu_given = true;
         } else if (!strcmp(a, "-mmp") || !strcmp(a, "--mmap")) {
             st = bt_parse_int("--mmap", val, 0, 1, &p->mmap);
         } else if (!strcmp(a, "--kv-type")) {

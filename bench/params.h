@@ -69,6 +69,8 @@ typedef struct bt_bench_params {
     bool warmup;
     double delay;
     const bt_ops_t *ops; /* --ops: the kernel set the tests run (default cpu) */
+    int gpu;             /* --gpu (gpu_given) */
+    bool gpu_given;
     int kv_type;         /* --kv-type: BT_TYPE_F32 (default) or BT_TYPE_F16 */
     int mmap;            /* -mmp/--mmap: 1 map the weights (default), 0 read them in */
     const char *output; /* md, csv, json, jsonl */

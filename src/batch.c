@@ -737,6 +737,8 @@ static bt_status_t open_pipe(batch_t *b)
         .max_tok = o->ubatch,
         .n_threads = o->threads,
         .ops = o->ops,
+        .gpu = o->gpu,
+        .gpu_given = o->gpu_given,
         .all_logits = o->dump_prefix != NULL,
         .no_mmap = o->no_mmap,
         .kv_type = o->kv_type,

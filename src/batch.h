@@ -42,6 +42,7 @@ typedef struct bt_batch_options {
     const double *ratios;    /* -ts; NULL: balance the cost */
     int n_ratios;
     const bt_ops_t *ops;
+    int gpu, gpu_given; /* --gpu */
     bool no_mmap;
     uint32_t kv_type;
     bt_sampler_params_t sampling; /* the command line's (prompt requests without temp) */

@@ -83,9 +83,14 @@ static void usage(FILE *f)
             "  -t, --threads N           OpenMP threads per rank (default: cores / ranks per node)\n"
             "      --dump-logits FILE    raw little-endian f32 rows of n_vocab per position\n"
             "      --trace FILE.json     Chrome trace of every rank's micro-batches (Perfetto)\n"
-            "      --kernels cpu|exact|ref  cpu: fast, 8-bit activations for the quantized\n"
-            "                            formats as llama.cpp (default); exact: fast, f32\n"
-            "                            activations; ref: the scalar reference (slow)\n"
+            "      --kernels cpu|exact|ref|cuda|auto|cuda-host  cpu: fast, 8-bit activations for\n"
+            "                            the quantized formats as llama.cpp (default); exact:\n"
+            "                            fast, f32 activations; ref: the scalar reference\n"
+            "                            (slow); cuda: a GPU (--with-cuda builds); auto: cuda\n"
+            "                            where the rank's node has a GPU, else cpu; cuda-host:\n"
+            "                            the cuda set's arithmetic on the CPU (slow)\n"
+            "      --gpu N               cuda ranks take device N (default: local rank mod\n"
+            "                            the node's devices; CUDA_VISIBLE_DEVICES applies)\n"
             "      --kv-type f32|f16     KV cache elements (default f32; f16 halves its memory)\n"
             "      --mmap 0|1            1: map the weights from the file (default); 0: read\n"
             "                            this rank's weights into memory (--no-mmap)\n"
@@ -474,7 +479,11 @@ static void print_results(const run_state_t *r)
     bt_log_info("%d stage%s x %d tensor rank%s x %d threads, -ub %d, pipeline %d, %s kernels (%s)",
                 r->pipe.n_stages, r->pipe.n_stages > 1 ? "s" : "", r->pipe.tp_size,
                 r->pipe.tp_size > 1 ? "s" : "", o->r.threads, o->r.ubatch, o->r.pipeline,
-                o->r.ops->name, o->r.ops == &bt_ops_ref ? "scalar" : bt_isa_name(bt_isa_active()));
+                r->pipe.ops->name,
+                r->pipe.device >= 0 ? bt_device_default->name()
+                : r->pipe.ops == &bt_ops_ref || r->pipe.ops == &bt_ops_cuda_host
+                    ? "scalar"
+                    : bt_isa_name(bt_isa_active()));
 }
 
 /* Checks every rank makes alike (so they fail together), then the run. */
@@ -547,7 +556,7 @@ static int run(const options_t *o, MPI_Comm comm)
         .n_ctx = n_ctx,
         .max_tok = ubatch,
         .n_threads = o->r.threads,
-        .ops = o->r.ops,
+        .ops = o->r.ops, .gpu = o->r.gpu, .gpu_given = o->r.gpu_given,
         .all_logits = o->dump_logits != NULL,
         .trace_events = o->trace || o->r.verbose ? 1 << 16 : 0,
         .no_mmap = !o->r.mmap,
@@ -602,6 +611,7 @@ static bt_batch_options_t batch_options(const options_t *o)
         .dump_prefix = o->dump_logits, .n_parallel = o->parallel, .n_groups = o->groups,
         .n_predict = o->n_predict, .n_ctx = o->r.n_ctx, .ubatch = o->r.ubatch, .sync = !o->r.pipeline,
         .threads = o->r.threads, .ratios = o->r.ratios, .n_ratios = o->r.n_ratios, .ops = o->r.ops,
+        .gpu = o->r.gpu, .gpu_given = o->r.gpu_given,
         .no_mmap = !o->r.mmap, .kv_type = (uint32_t)o->r.kv_type, .sampling = o->r.sampling,
         .seed_given = o->r.seed_given, .tp = o->r.tp,
     };

@@ -15,6 +15,21 @@ void bt_run_opts_init(bt_run_opts_t *o, int default_threads, int ubatch)
                          .mmap = 1};
 }
 
+bt_status_t bt_parse_kernels(const char *flag, const char *arg, const bt_ops_t **ops)
+{
+    const bt_ops_t *t = bt_ops_by_name(arg);
+    if (t != NULL) {
+        *ops = t;
+        return BT_OK;
+    }
+    if (strcmp(arg, "cuda") == 0)
+        bt_log_error("%s cuda: this build has no CUDA kernels (configure --with-cuda)", flag);
+    else
+        bt_log_error("%s: '%s' is not one of cpu, exact, ref, cuda-host, auto%s", flag, arg,
+                     bt_device_default != NULL ? ", cuda" : "");
+    return BT_ERR_ARG;
+}
+
 void bt_run_opts_free(bt_run_opts_t *o)
 {
     free(o->ratios);
@@ -63,12 +78,10 @@ bt_status_t bt_run_opt(int c, const char *arg, bt_run_opts_t *o, bool *handled)
         st = bt_parse_ratios("-ts", arg, &o->ratios, &o->n_ratios);
         break;
     case BT_RUN_OPT_REF: o->ops = &bt_ops_ref; break;
-    case BT_RUN_OPT_KERNELS:
-        o->ops = bt_ops_by_name(arg);
-        if (o->ops == NULL) {
-            bt_log_error("--kernels: '%s' is not one of cpu, exact, ref", arg);
-            st = BT_ERR_ARG;
-        }
+    case BT_RUN_OPT_KERNELS: st = bt_parse_kernels("--kernels", arg, &o->ops); break;
+    case BT_RUN_OPT_GPU:
+        st = bt_parse_int("--gpu", arg, 0, 1023, &o->gpu);
+        o->gpu_given = 1;
         break;
     case BT_RUN_OPT_MMAP: st = bt_parse_int("--mmap", arg, 0, 1, &o->mmap); break;
     case BT_RUN_OPT_NO_MMAP: o->mmap = 0; break;

@@ -29,6 +29,7 @@ typedef struct bt_run_opts {
     double *ratios;      /* -ts (malloc'd; bt_run_opts_free) */
     int n_ratios;
     const bt_ops_t *ops; /* --kernels */
+    int gpu, gpu_given;  /* --gpu */
     int mmap;            /* 1: map the weights (default); 0: read them into memory */
     int kv_type;         /* --kv-type: BT_TYPE_F32 (default) or BT_TYPE_F16 */
     bt_sampler_params_t sampling;
@@ -40,7 +41,7 @@ enum {
     BT_RUN_OPT_UB = 256, BT_RUN_OPT_PIPELINE, BT_RUN_OPT_TS, BT_RUN_OPT_SM, BT_RUN_OPT_TP,
     BT_RUN_OPT_REF, BT_RUN_OPT_KERNELS, BT_RUN_OPT_MMAP, BT_RUN_OPT_NO_MMAP, BT_RUN_OPT_KV_TYPE,
     BT_RUN_OPT_TEMP, BT_RUN_OPT_TOPK, BT_RUN_OPT_TOPP, BT_RUN_OPT_MINP, BT_RUN_OPT_PENALTY,
-    BT_RUN_OPT_LASTN,
+    BT_RUN_OPT_LASTN, BT_RUN_OPT_GPU,
     BT_RUN_OPT_END, /* the programs' own options from here */
 };
 
@@ -58,6 +59,7 @@ enum {
         {"tensor-parallel", required_argument, 0, BT_RUN_OPT_TP},                                 \
         {"ref-kernels", no_argument, 0, BT_RUN_OPT_REF},                                          \
         {"kernels", required_argument, 0, BT_RUN_OPT_KERNELS},                                    \
+        {"gpu", required_argument, 0, BT_RUN_OPT_GPU},                                            \
         {"mmap", required_argument, 0, BT_RUN_OPT_MMAP},                                          \
         {"no-mmap", no_argument, 0, BT_RUN_OPT_NO_MMAP},                                          \
         {"kv-type", required_argument, 0, BT_RUN_OPT_KV_TYPE},                                    \
@@ -67,6 +69,11 @@ enum {
         {"min-p", required_argument, 0, BT_RUN_OPT_MINP},                                         \
         {"repeat-penalty", required_argument, 0, BT_RUN_OPT_PENALTY},                             \
         {"repeat-last-n", required_argument, 0, BT_RUN_OPT_LASTN}
+
+/* --kernels NAME (or flag NAME, bench's --ops): the table bt_ops_by_name
+ * gives; BT_ERR_ARG with one message naming the value otherwise ("cuda"
+ * in a build without CUDA has its own). */
+bt_status_t bt_parse_kernels(const char *flag, const char *arg, const bt_ops_t **ops);
 
 /* The defaults: ubatch ub, --pipeline 1, the cpu kernels, mapped weights,
  * f32 cache, llama.cpp's sampling. */

@@ -1509,7 +1509,8 @@ static int run(MPI_Comm comm)
     bt_pipe_config_t cfg = {
         .model_path = o->r.model, .ratios = o->r.ratios, .n_ratios = o->r.n_ratios,
         .head_share = 0.5, .n_ctx = o->r.n_ctx, .n_slots = o->parallel, .max_tok = o->r.ubatch,
-        .n_threads = o->r.threads, .ops = o->r.ops, .no_mmap = !o->r.mmap,
+        .n_threads = o->r.threads, .ops = o->r.ops, .gpu = o->r.gpu, .gpu_given = o->r.gpu_given,
+        .no_mmap = !o->r.mmap,
         .kv_type = (uint32_t)o->r.kv_type, .tp = o->r.tp,
     };
     bool piped = false;

@@ -303,6 +303,24 @@ fails 2 "--kv-type: 'bf16' is not one of f32, f16" "$bb" -m "$m" -p 8 -n 0 -r 1 
 fails 0 "--kernels: 'gpu' is not one of cpu, exact, ref" "$b" -m "$m" --tokens 1 --kernels gpu
 fails 0 "--ops: 'gpu' is not one of cpu, exact, ref" "$bb" -m "$m" -p 8 -n 0 -r 1 --ops gpu
 fails 0 "--mmap: 2 is out of range" "$bb" -m "$m" -p 8 -n 0 -r 1 -mmp 2
+# --kernels cuda: refused at once by a build without CUDA; with CUDA but no
+# GPU (this machine), by every rank with one message (2 ranks)
+if grep -q 'define BT_HAVE_CUDA 1' "$bin/config.h" 2>/dev/null; then
+    if [ -e /dev/nvidia0 ]; then
+        fails 2 "--gpu 99: this node has" "$b" -m "$m" --tokens 1 --kernels cuda --gpu 99
+    else
+        fails 2 "--kernels cuda: no usable CUDA device on this node" "$b" -m "$m" --tokens 1 \
+            --kernels cuda
+        fails 0 "--kernels cuda: no usable CUDA device on this node" "$bb" -m "$m" -p 8 -n 0 -r 1 \
+            --ops cuda
+    fi
+else
+    fails 0 "--kernels cuda: this build has no CUDA kernels \\(configure --with-cuda\\)" "$b" -m "$m" \
+        --tokens 1 --kernels cuda
+    fails 0 "--ops cuda: this build has no CUDA kernels \\(configure --with-cuda\\)" "$bb" -m "$m" \
+        -p 8 -n 0 -r 1 --ops cuda
+fi
+fails 0 "--gpu: -1 is out of range" "$b" -m "$m" --tokens 1 --gpu -1
 # the kernels' instruction set (BATON_ISA), checked by every rank; the
 # builds' names are the architecture's (docs/kernels.md)
 case $(uname -m) in

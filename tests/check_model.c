@@ -157,8 +157,10 @@ static void golden_check(const golden_case_t *g, const bt_ops_t *ops, int ubatch
     /* the cpu set of a build without the 8-bit path (sse2) keeps f32
      * activations: the exact math's reference, then */
     const bt_matrix_t *q8w = &m->layers[m->hp.n_dense].gate_exps; /* the first expert layer */
-    const bool cpu_q8 = ops == &bt_ops_cpu && q8w->data != NULL &&
-                        !bt_ops_cpu_is_exact(q8w->type, q8w->n_in);
+    const bool cpu_q8 = q8w->data != NULL &&
+                        ((ops == &bt_ops_cpu && !bt_ops_cpu_is_exact(q8w->type, q8w->n_in)) ||
+                         (ops == &bt_ops_cuda_host && q8w->type != BT_TYPE_F32 &&
+                          q8w->type != BT_TYPE_F16 && q8w->type != BT_TYPE_BF16));
     const bool f64 = g->cpu_tol < 0 || (g->cpu_tol > 0 && !cpu_q8);
     const double tol = g->cpu_tol > 0 && !f64 ? g->cpu_tol : g->tol;
     ck_assert_str_eq(m->hp.arch->name, g->arch);
@@ -199,6 +201,13 @@ START_TEST(test_golden_exact) { golden_check(&golden_cases[_i], &bt_ops_exact, 3
 END_TEST
 START_TEST(test_golden_ref) { golden_check(&golden_cases[_i], &bt_ops_ref, 32, 1); }
 END_TEST
+START_TEST(test_golden_cuda_host) { golden_check(&golden_cases[_i], &bt_ops_cuda_host, 32, 1); }
+END_TEST
+START_TEST(test_golden_cuda_host_ub8_threads2)
+{
+    golden_check(&golden_cases[_i], &bt_ops_cuda_host, 8, 2);
+}
+END_TEST
 
 /* ---- batch invariance ---- */
 
@@ -217,7 +226,7 @@ static char *write_synth(const char *name, const char *shape, uint32_t type, int
 /* One batch vs micro-batches of 1, 3, 8 at 1 and 2 threads: bitwise equal
  * logits and ids. An f16 cache also stays close to the f32 one (a loose
  * bound: it rounds K and V to 11 bits). */
-static void invariance_check(uint32_t type, uint32_t kv_type)
+static void invariance_ops(const bt_ops_t *ops, uint32_t type, uint32_t kv_type)
 {
     const char *path = write_synth("inv.gguf", "tiny", type, 7);
     bt_model_t *m;
@@ -229,16 +238,16 @@ static void invariance_check(uint32_t type, uint32_t kv_type)
     size_t bytes = (size_t)(n + n_gen) * n_vocab * sizeof(float);
     float *whole = malloc(bytes), *split = malloc(bytes);
     int32_t ids_whole[5], ids_split[5];
-    run_model_kv(m, &bt_ops_cpu, kv_type, tokens, n, n, n_gen, 2, whole, ids_whole);
+    run_model_kv(m, ops, kv_type, tokens, n, n, n_gen, 2, whole, ids_whole);
     static const int ubs[] = {1, 3, 8};
     for (size_t i = 0; i < sizeof ubs / sizeof ubs[0]; i++) {
         for (int threads = 1; threads <= 2; threads++) {
             memset(split, 0, bytes);
-            run_model_kv(m, &bt_ops_cpu, kv_type, tokens, n, ubs[i], n_gen, threads, split,
+            run_model_kv(m, ops, kv_type, tokens, n, ubs[i], n_gen, threads, split,
                          ids_split);
             ck_assert_msg(memcmp(whole, split, bytes) == 0,
-                          "type %u kv %u: logits with micro-batch %d, %d threads differ from one "
-                          "batch", type, kv_type, ubs[i], threads);
+                          "%s type %u kv %u: logits with micro-batch %d, %d threads differ from "
+                          "one batch", ops->name, type, kv_type, ubs[i], threads);
             ck_assert_mem_eq(ids_whole, ids_split, sizeof ids_whole);
         }
     }
@@ -247,15 +256,15 @@ static void invariance_check(uint32_t type, uint32_t kv_type)
     /* packed weights (bt_model_pack, as a pipeline packs for bt_ops_cpu):
      * the same bits, in one batch and in micro-batches */
     ck_assert_int_eq(bt_model_pack(m), BT_OK);
-    if (m->packed_bytes > 0)
+    if (m->packed_bytes > 0 && ops == &bt_ops_cpu)
         for (int ub = 3; ub <= n; ub += n - 3) {
             memset(split, 0, bytes);
-            run_model_kv(m, &bt_ops_cpu, kv_type, tokens, n, ub, n_gen, 2, split, ids_split);
+            run_model_kv(m, ops, kv_type, tokens, n, ub, n_gen, 2, split, ids_split);
             ck_assert_msg(memcmp(whole, split, bytes) == 0,
                           "type %u: packed weights (micro-batch %d) differ", type, ub);
         }
     if (kv_type == BT_TYPE_F16) { /* the prompt's logits against an f32 cache */
-        run_model_kv(m, &bt_ops_cpu, BT_TYPE_F32, tokens, n, n, n_gen, 2, split, ids_split);
+        run_model_kv(m, ops, BT_TYPE_F32, tokens, n, n, n_gen, 2, split, ids_split);
         double max_diff = 0, max_abs = 0;
         for (size_t i = 0; i < (size_t)n * n_vocab; i++) {
             max_diff = fmax(max_diff, fabs((double)whole[i] - split[i]));
@@ -269,6 +278,11 @@ static void invariance_check(uint32_t type, uint32_t kv_type)
     bt_model_free(m);
 }
 
+static void invariance_check(uint32_t type, uint32_t kv_type)
+{
+    invariance_ops(&bt_ops_cpu, type, kv_type);
+}
+
 START_TEST(test_invariance_f32) { invariance_check(BT_TYPE_F32, BT_TYPE_F32); }
 END_TEST
 START_TEST(test_invariance_q8_0) { invariance_check(BT_TYPE_Q8_0, BT_TYPE_F32); }
@@ -276,6 +290,17 @@ END_TEST
 START_TEST(test_invariance_kv_f16) { invariance_check(BT_TYPE_F32, BT_TYPE_F16); }
 END_TEST
 START_TEST(test_invariance_q4_1) { invariance_check(BT_TYPE_Q4_1, BT_TYPE_F32); }
+END_TEST
+/* the CUDA set's order (cuda-host: the bits a GPU must give) */
+START_TEST(test_invariance_cuda_host_q4_k)
+{
+    invariance_ops(&bt_ops_cuda_host, BT_TYPE_Q4_K, BT_TYPE_F32);
+}
+END_TEST
+START_TEST(test_invariance_cuda_host_kv_f16)
+{
+    invariance_ops(&bt_ops_cuda_host, BT_TYPE_F16, BT_TYPE_F16);
+}
 END_TEST
 
 /* ---- synthetic models ---- */
@@ -1277,6 +1302,8 @@ static Suite *model_suite(void)
     tcase_add_loop_test(tc, test_golden_cpu_ub8_threads2, 0, N_GOLDEN);
     tcase_add_loop_test(tc, test_golden_exact, 0, N_GOLDEN);
     tcase_add_loop_test(tc, test_golden_ref, 0, N_GOLDEN);
+    tcase_add_loop_test(tc, test_golden_cuda_host, 0, N_GOLDEN);
+    tcase_add_loop_test(tc, test_golden_cuda_host_ub8_threads2, 0, N_GOLDEN);
     suite_add_tcase(s, tc);
     tc = tcase_create("invariance");
     tcase_set_timeout(tc, 120);
@@ -1284,6 +1311,8 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_invariance_q8_0);
     tcase_add_test(tc, test_invariance_kv_f16);
     tcase_add_test(tc, test_invariance_q4_1);
+    tcase_add_test(tc, test_invariance_cuda_host_q4_k);
+    tcase_add_test(tc, test_invariance_cuda_host_kv_f16);
     suite_add_tcase(s, tc);
     tc = tcase_create("synth");
     tcase_set_timeout(tc, 120);

@@ -32,6 +32,23 @@ fi
 m="$tmp/tiny.gguf"
 "$bin/baton-mkmodel" --shape tiny --n-layer 4 -o "$m" >/dev/null 2>&1
 
+# the CUDA set's arithmetic (cuda-host: what a GPU must give) keeps
+# invariant 1 too: the same logits on 1 rank, 2 stages and 2 tensor ranks
+q="$tmp/tiny-q4k.gguf"
+"$bin/baton-mkmodel" --shape tiny --n-layer 4 --type q4_k -o "$q" >/dev/null 2>&1
+"$bin/baton" -m "$q" --tokens "$(seq -s, 1 24)" -n 4 -t 1 --kernels cuda-host \
+    --dump-logits "$tmp/c1.bin" >/dev/null 2>&1
+for layout in "-ub 5" "-ub 3 --pipeline 0" "-sm tensor --pipeline 0 -ub 7"; do
+    # shellcheck disable=SC2086
+    if mpi 2 "$bin/baton" -m "$q" --tokens "$(seq -s, 1 24)" -n 4 -t 1 --kernels cuda-host \
+        $layout --dump-logits "$tmp/c2.bin" >/dev/null 2>"$tmp/err" &&
+        [ -s "$tmp/c1.bin" ] && cmp -s "$tmp/c1.bin" "$tmp/c2.bin"; then
+        ok "cuda-host logits on 2 ranks ($layout) bitwise equal to 1 rank"
+    else
+        bad "cuda-host logits on 2 ranks ($layout) differ from 1 rank"; cat "$tmp/err"
+    fi
+done
+
 # trace: valid Chrome trace JSON with a track per rank
 if mpi 3 "$bin/baton" -m "$m" --tokens "$(seq -s, 1 40)" -n 2 -ub 8 -t 1 \
     --trace "$tmp/trace.json" >/dev/null 2>"$tmp/err" &&

@@ -9,6 +9,8 @@
  * forward each call to it (one indirect call per matmul or attention,
  * nothing next to the work).
  */
+#include "config.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,7 +299,12 @@ float bt_peak_sum(const float *p, size_t n) { return kernels()->peak_sum(p, n); 
 
 const bt_ops_t *bt_ops_by_name(const char *name)
 {
-    static const bt_ops_t *const all[] = {&bt_ops_cpu, &bt_ops_exact, &bt_ops_ref};
+    static const bt_ops_t *const all[] = {
+        &bt_ops_cpu, &bt_ops_exact, &bt_ops_ref, &bt_ops_cuda_host, &bt_ops_auto,
+#ifdef BT_HAVE_CUDA
+        &bt_ops_cuda,
+#endif
+    };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcmp(all[i]->name, name) == 0)
             return all[i];

@@ -121,6 +121,48 @@ void bt_matmul_many(const bt_ops_t *ops, const bt_matmul_job_t *jobs, int n_jobs
 extern const bt_ops_t bt_ops_ref;
 extern const bt_ops_t bt_ops_exact;
 extern const bt_ops_t bt_ops_cpu;
+/* The CUDA set's arithmetic on the CPU (cuda_host.c, cuda/cu_math.h): the
+ * bits src/kernels/cuda/ must give on a GPU. A reference, not fast. */
+extern const bt_ops_t bt_ops_cuda_host;
+
+/* Whether the CUDA set (and cuda-host) multiplies weights of this type. */
+bool bt_cuda_host_supports(uint32_t type);
+
+/* ---- devices (device.c) ----
+ *
+ * "--kernels cuda" (bt_ops_cuda, in --with-cuda builds) and "--kernels
+ * auto" (bt_ops_auto: cuda where the rank has a device, else cpu) are
+ * resolved per rank by bt_kernels_resolve before any kernel runs. */
+extern const bt_ops_t bt_ops_auto; /* a request, never called */
+extern const bt_ops_t bt_ops_cuda; /* src/kernels/cuda/: only a --with-cuda build
+                                    * (config.h's BT_HAVE_CUDA) defines it */
+
+/* What a device backend offers: the devices this process sees (0 with
+ * the reason in why when none), opening one (0, or -1 with the reason),
+ * its name, where fatal errors go, and its ops table. */
+typedef struct bt_device_api {
+    int (*count)(char *why, size_t n);
+    int (*open)(int device, char *why, size_t n);
+    const char *(*name)(void);
+    void (*set_fatal)(void (*fatal)(const char *msg));
+    const bt_ops_t *ops;
+} bt_device_api_t;
+
+/* The CUDA runtime's API in a --with-cuda build, else NULL. */
+extern const bt_device_api_t *const bt_device_default;
+
+/* The device of a rank that is local_rank-th on its node: gpu when gpu
+ * >= 0, else local_rank modulo n_devices; -1 with the reason in why when
+ * there is none or gpu is not one of them. */
+int bt_device_pick(int local_rank, int n_devices, int gpu, char *why, size_t n);
+
+/* The table a rank runs for the request want: want itself unless it is
+ * "cuda" or bt_ops_auto; for those, opens the device bt_device_pick
+ * chooses (*device, else -1) and returns api->ops, or for auto bt_ops_cpu
+ * when there is no device. NULL, with one message in why, when cuda was
+ * asked for and cannot be had. */
+const bt_ops_t *bt_kernels_resolve(const bt_ops_t *want, const bt_device_api_t *api,
+                                   int local_rank, int gpu, int *device, char *why, size_t n);
 
 /* Bytes of W in bt_ops_cpu's packed layout (16 rows interleaved, for its
  * 8-bit activation path), 0 where there is none; bt_pack writes it to dst
@@ -134,7 +176,8 @@ void bt_pack(const bt_matrix_t *w, void *dst);
  * F32/F16/BF16, on CPUs with the instructions for them). */
 bool bt_ops_cpu_is_exact(uint32_t type, int64_t n_in);
 
-/* The table called name ("cpu", "exact", "ref"), or NULL. */
+/* The table called name ("cpu", "exact", "ref", "cuda-host", "auto", and
+ * "cuda" in a --with-cuda build), or NULL. */
 const bt_ops_t *bt_ops_by_name(const char *name);
 
 /* ---- instruction sets ----

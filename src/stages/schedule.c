@@ -118,7 +118,7 @@ static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t 
     const bt_hparams_t *hp = &p->model->hp;
     bt_stage_costs_t c = stage_costs(hp, cfg->head_share, layer_cost);
     uint64_t every;
-    bt_model_memory_share(p->model, p->tp_size, cfg->ops == &bt_ops_cpu, cfg->no_mmap,
+    bt_model_memory_share(p->model, p->tp_size, p->ops == &bt_ops_cpu, cfg->no_mmap,
                           layer_bytes, &c.embed_bytes, &c.head_bytes, &every);
     bt_share_t sh; /* bt_pipe_init checked that it splits the model */
     bt_share_init(hp, 0, p->tp_size, &sh);
@@ -306,6 +306,40 @@ static bt_status_t layout(bt_pipe_t *p, const bt_pipe_config_t *cfg)
     return BT_OK;
 }
 
+/* A fatal CUDA error on one rank stops the run (every rank): the message
+ * first, then MPI_Abort. */
+static void device_fatal(const char *msg)
+{
+    bt_log_error("%s", msg);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* This rank's kernel set: --kernels auto and cuda become a table and a
+ * device here, the device chosen by the rank's place on its node. */
+static bt_status_t resolve_kernels(bt_pipe_t *p, const bt_pipe_config_t *cfg)
+{
+    int local_rank = 0;
+    MPI_Comm node;
+    if (MPI_Comm_split_type(p->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_rank(node, &local_rank);
+        MPI_Comm_free(&node);
+    }
+    char why[300];
+    p->ops = bt_kernels_resolve(cfg->ops, bt_device_default, local_rank,
+                                cfg->gpu_given ? cfg->gpu : -1, &p->device, why, sizeof why);
+    if (p->ops == NULL) {
+        bt_log_error("%s", why);
+        return BT_ERR_ARG;
+    }
+    if (p->device >= 0) {
+        bt_device_default->set_fatal(device_fatal);
+        bt_log_info("rank %d: CUDA device %d (%s)", p->world_rank, p->device,
+                    bt_device_default->name());
+    }
+    return BT_OK;
+}
+
 bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cfg)
 {
     *p = (bt_pipe_t){.world = comm,
@@ -315,7 +349,8 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
                      .max_tok = cfg->max_tok,
                      .n_slots = cfg->n_slots > 0 ? cfg->n_slots : 1,
                      .all_logits = cfg->all_logits,
-                     .no_sampling = cfg->no_sampling};
+                     .no_sampling = cfg->no_sampling,
+                     .device = -1};
     /* logits rows at once: a micro-batch's rows that need them (at most one
      * per sequence unless every row's are kept) */
     p->logit_rows = cfg->all_logits || p->n_slots > cfg->max_tok ? cfg->max_tok : p->n_slots;
@@ -332,7 +367,8 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
         bt_log_error("%s", why);
         st = BT_ERR_ARG;
     }
-    if ((st = bt_transport_agree(comm, st)) || (st = bt_transport_agree(comm, layout(p, cfg))))
+    if ((st = bt_transport_agree(comm, st)) || (st = bt_transport_agree(comm, layout(p, cfg))) ||
+        (st = bt_transport_agree(comm, resolve_kernels(p, cfg))))
         goto fail;
     p->first = p->rank == 0;
     p->last = p->rank == p->n_stages - 1;
@@ -364,11 +400,11 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
     if ((st = bt_transport_agree(comm, st)))
         goto fail;
     st = bt_model_place_weights(p->model, !cfg->no_mmap);
-    if (st == BT_OK && cfg->ops == &bt_ops_cpu)
+    if (st == BT_OK && p->ops == &bt_ops_cpu)
         st = bt_model_pack(p->model);
     if ((st = bt_transport_agree(comm, st)))
         goto fail;
-    st = bt_forward_init(p->model, cfg->ops, n_ctx, p->n_slots, cfg->max_tok, cfg->n_threads,
+    st = bt_forward_init(p->model, p->ops, n_ctx, p->n_slots, cfg->max_tok, cfg->n_threads,
                          cfg->kv_type, &p->fwd);
     if (st == BT_OK && p->last && !p->follower) {
         size_t rows = (size_t)p->logit_rows;

@@ -55,7 +55,9 @@ typedef struct bt_pipe_config {
     int n_ctx;            /* 0: the model's context length, at most BT_DEFAULT_CTX */
     int max_tok;          /* largest micro-batch (-ub) */
     int n_threads;
-    const bt_ops_t *ops;
+    const bt_ops_t *ops;  /* bt_ops_auto and "cuda" are resolved per rank (bt_pipe_t.ops) */
+    bool gpu_given;       /* --gpu N: every cuda rank takes device gpu; else device */
+    int gpu;              /* (local rank mod devices) by its place on its node */
     bool all_logits;      /* last stage keeps logits of every row (dumps) */
     bool no_sampling;     /* benchmarks: the last stage returns token 0 round the ring
                            * instead of the greedy pick */
@@ -86,6 +88,8 @@ typedef struct bt_pipe {
     int *bounds;         /* [n_stages + 1] layer bounds */
     bt_model_t *model;
     bt_forward_t *fwd;
+    const bt_ops_t *ops; /* the kernel set this rank runs */
+    int device;          /* its CUDA device, or -1 */
     bt_transport_t tr;
     bt_trace_t trace;
     bool tracing;
