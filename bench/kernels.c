@@ -431,7 +431,30 @@ typedef struct kb_run {
     kb_row_t *rows;  /* [max_rows] */
     int n_rows, max_rows;
     double load[2]; /* 1-minute load average before and after (-1: unknown) */
+    char gpu[320];  /* the GPU line of the report ("" in a build without CUDA) */
 } kb_run_t;
+
+/* The GPU line: the device's name, read bandwidth and int8 tensor-core
+ * peak measured now, or why there is none (a --with-cuda build only). */
+static void measure_gpu(const bt_bench_params_t *p, char *line, size_t n)
+{
+    const bt_device_api_t *api = bt_device_default;
+    line[0] = '\0';
+    if (api == NULL)
+        return;
+    char why[200] = "";
+    const int count = api->count(why, sizeof why);
+    const int dev = count > 0 ? bt_device_pick(0, count, p->gpu_given ? p->gpu : -1, why, sizeof why)
+                              : -1; /* why: the runtime's reason */
+    double read = 0, tops = 0;
+    if (dev < 0 || api->open(dev, why, sizeof why) != 0 || api->measure(&read, &tops) != 0) {
+        snprintf(line, n, "GPU: none (%s)", why);
+        return;
+    }
+    snprintf(line, n, "GPU %d: %s, read bandwidth %.0f GB/s, int8 tensor-core peak %.0f TOPS "
+                      "(best of 5 passes each, measured now; the kernels below are the CPU's)",
+             dev, api->name(), read, tops);
+}
 
 static void time_row(kb_run_t *r, const bt_ops_t *ops, const char *kernel, uint32_t type,
                      const char *shape, const kb_mat_t *m, const kb_pool_t *pool, int n_tok,
@@ -557,6 +580,8 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
                "average %.2f before, %.2f after (other processes on these cores slow the "
                "multi-thread rows most)\n\n",
             cpu, omp_get_num_procs(), bt_isa_name(bt_isa_active()), r->load[0], r->load[1]);
+    if (r->gpu[0] != '\0')
+        fprintf(f, "%s\n\n", r->gpu);
     fprintf(f, "FMA peak: ");
     for (int i = 0; i < r->n_peaks; i++)
         fprintf(f, "%s%.1f%s (%d thread%s)", i ? ", " : "", r->peaks[i].fma_gflops,
@@ -726,6 +751,7 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
         goto fail_alloc;
     if (getloadavg(&r.load[1], 1) != 1)
         r.load[1] = -1.0;
+    measure_gpu(p, r.gpu, sizeof r.gpu);
     print_report(&r, shapes, n_shapes, cold, out);
 
 fail_alloc:

@@ -139,12 +139,13 @@ extern const bt_ops_t bt_ops_cuda; /* src/kernels/cuda/: only a --with-cuda buil
 
 /* What a device backend offers: the devices this process sees (0 with
  * the reason in why when none), opening one (0, or -1 with the reason),
- * its name, where fatal errors go, and its ops table. */
+ * its name, where fatal errors go, its measured limits, and its ops table. */
 typedef struct bt_device_api {
     int (*count)(char *why, size_t n);
     int (*open)(int device, char *why, size_t n);
     const char *(*name)(void);
     void (*set_fatal)(void (*fatal)(const char *msg));
+    int (*measure)(double *read_gbs, double *int8_tops); /* the open device's limits */
     const bt_ops_t *ops;
 } bt_device_api_t;
 

@@ -39,6 +39,10 @@ const char *bt_cuda_device_name(void);
 /* The open device's global memory in bytes (free and total), 0 before. */
 void bt_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
 
+/* The open device's read bandwidth (GB/s) and int8 tensor-core peak
+ * (TOPS, 2 per multiply-add), measured now (measure.cu); 0 on success. */
+int bt_cuda_measure(double *read_gbs, double *int8_tops);
+
 /* Frees the device copies of the weights and the buffers. */
 void bt_cuda_close(void);
 

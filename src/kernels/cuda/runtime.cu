@@ -20,9 +20,10 @@ extern "C" {
 }
 #undef restrict
 
-/* A host weight and its device copy. */
+/* A host weight (its first byte and length) and its device copy. */
 struct weight {
     const void *host;
+    size_t bytes;
     uint8_t *dev;
 };
 
@@ -162,11 +163,14 @@ static void need_device(void)
     }
 }
 
-static size_t weight_slot(const void *host)
+/* The slot of (host, bytes), or the empty one where it would go: two views
+ * that start at one address but differ in length are two copies. */
+static size_t weight_slot(const void *host, size_t bytes)
 {
-    size_t h = ((uintptr_t)host >> 4) * 0x9E3779B97F4A7C15ull;
+    size_t h = ((uintptr_t)host >> 4 ^ bytes) * 0x9E3779B97F4A7C15ull;
     size_t i = h & (cu.cap_weights - 1);
-    while (cu.weights[i].host != NULL && cu.weights[i].host != host)
+    while (cu.weights[i].host != NULL &&
+           (cu.weights[i].host != host || cu.weights[i].bytes != bytes))
         i = (i + 1) & (cu.cap_weights - 1);
     return i;
 }
@@ -183,16 +187,17 @@ static const uint8_t *weight_dev(const bt_matrix_t *w)
             bt_cuda_fail(cudaErrorMemoryAllocation, "calloc(weight table)", __FILE__, __LINE__);
         for (size_t i = 0; i < old_cap; i++)
             if (old[i].host != NULL)
-                cu.weights[weight_slot(old[i].host)] = old[i];
+                cu.weights[weight_slot(old[i].host, old[i].bytes)] = old[i];
         free(old);
     }
-    const size_t i = weight_slot(w->data);
+    const size_t bytes = (size_t)w->n_out * w->row_bytes;
+    const size_t i = weight_slot(w->data, bytes);
     if (cu.weights[i].host == NULL) {
-        const size_t bytes = (size_t)w->n_out * w->row_bytes;
         uint8_t *dev;
         BT_CUDA_CHECK(cudaMalloc(&dev, bytes));
         BT_CUDA_CHECK(cudaMemcpy(dev, w->data, bytes, cudaMemcpyHostToDevice));
         cu.weights[i].host = w->data;
+        cu.weights[i].bytes = bytes;
         cu.weights[i].dev = dev;
         cu.n_weights++;
     }
@@ -277,5 +282,6 @@ extern "C" const bt_ops_t bt_ops_cuda = {
 };
 
 extern "C" const bt_device_api_t bt_cuda_device_api = {
-    bt_cuda_device_count, bt_cuda_open, bt_cuda_device_name, bt_cuda_set_fatal, &bt_ops_cuda,
+    bt_cuda_device_count, bt_cuda_open,     bt_cuda_device_name,
+    bt_cuda_set_fatal,    bt_cuda_measure, &bt_ops_cuda,
 };
