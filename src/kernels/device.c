@@ -71,3 +71,15 @@ const bt_ops_t *bt_kernels_resolve(const bt_ops_t *want, const bt_device_api_t *
     *device = dev;
     return api->ops;
 }
+
+bool bt_device_fits(const bt_device_api_t *api, int device, uint64_t need, char *why, size_t n)
+{
+    const uint64_t free_bytes = api->mem_free();
+    if (need <= free_bytes)
+        return true;
+    snprintf(why, n,
+             "CUDA device %d (%s): this stage needs %.2f GiB of device memory (weights and "
+             "buffers), %.2f GiB are free: use more stages or ranks, or a smaller context",
+             device, api->name(), (double)need / (1u << 30), (double)free_bytes / (1u << 30));
+    return false;
+}

@@ -146,6 +146,7 @@ typedef struct bt_device_api {
     const char *(*name)(void);
     void (*set_fatal)(void (*fatal)(const char *msg));
     int (*measure)(double *read_gbs, double *int8_tops); /* the open device's limits */
+    uint64_t (*mem_free)(void); /* the open device's free memory, bytes */
     const bt_ops_t *ops;
 } bt_device_api_t;
 
@@ -164,6 +165,11 @@ int bt_device_pick(int local_rank, int n_devices, int gpu, char *why, size_t n);
  * asked for and cannot be had. */
 const bt_ops_t *bt_kernels_resolve(const bt_ops_t *want, const bt_device_api_t *api,
                                    int local_rank, int gpu, int *device, char *why, size_t n);
+
+/* Whether the open device (number device) holds need bytes: true, or false
+ * with one message giving both sizes in why. On a GPU that shares the
+ * host's memory (DGX Spark) the runtime's free memory is that one pool. */
+bool bt_device_fits(const bt_device_api_t *api, int device, uint64_t need, char *why, size_t n);
 
 /* Bytes of W in bt_ops_cpu's packed layout (16 rows interleaved, for its
  * 8-bit activation path), 0 where there is none; bt_pack writes it to dst

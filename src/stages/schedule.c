@@ -340,6 +340,25 @@ static bt_status_t resolve_kernels(bt_pipe_t *p, const bt_pipe_config_t *cfg)
     return BT_OK;
 }
 
+/* A GPU rank's share on its device: every weight it binds (part 1 copies
+ * each matrix there once), the largest cache rows an attention call
+ * copies (keys and values of every position of a slot) and the
+ * staging of a micro-batch's widest product. */
+static bt_status_t device_fits(const bt_pipe_t *p, const bt_pipe_config_t *cfg, int n_ctx)
+{
+    const bt_hparams_t *hp = &p->model->hp;
+    const uint64_t el = cfg->kv_type == BT_TYPE_F16 ? 2 : 4;
+    const uint64_t kv = 2 * (uint64_t)n_ctx * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * el;
+    const uint64_t wide = (uint64_t)(hp->n_vocab > 4 * hp->n_embd ? hp->n_vocab : 4 * hp->n_embd);
+    const uint64_t stage = 3 * (uint64_t)cfg->max_tok * wide * sizeof(float);
+    char why[400];
+    if (bt_device_fits(bt_device_default, p->device, p->model->weight_bytes + kv + stage, why,
+                       sizeof why))
+        return BT_OK;
+    bt_log_error("%s", why);
+    return BT_ERR_NOMEM;
+}
+
 bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cfg)
 {
     *p = (bt_pipe_t){.world = comm,
@@ -399,7 +418,9 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
         st = bt_model_shard(p->model, &share);
     if ((st = bt_transport_agree(comm, st)))
         goto fail;
-    st = bt_model_place_weights(p->model, !cfg->no_mmap);
+    if (st == BT_OK && p->device >= 0)
+        st = device_fits(p, cfg, n_ctx);
+    st = st == BT_OK ? bt_model_place_weights(p->model, !cfg->no_mmap) : st;
     if (st == BT_OK && p->ops == &bt_ops_cpu)
         st = bt_model_pack(p->model);
     if ((st = bt_transport_agree(comm, st)))

@@ -281,7 +281,14 @@ extern "C" const bt_ops_t bt_ops_cuda = {
     cuda_attention,
 };
 
+static uint64_t cuda_mem_free(void)
+{
+    size_t free_b, total_b;
+    bt_cuda_mem_info(&free_b, &total_b);
+    return free_b;
+}
+
 extern "C" const bt_device_api_t bt_cuda_device_api = {
-    bt_cuda_device_count, bt_cuda_open,     bt_cuda_device_name,
-    bt_cuda_set_fatal,    bt_cuda_measure, &bt_ops_cuda,
+    bt_cuda_device_count, bt_cuda_open,    bt_cuda_device_name, bt_cuda_set_fatal,
+    bt_cuda_measure,      cuda_mem_free,   &bt_ops_cuda,
 };
