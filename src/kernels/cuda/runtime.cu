@@ -6,8 +6,10 @@
  * address, which stays fixed: weights are mapped once), in its GGUF
  * layout. Each call stages its activations through pinned host buffers
  * that grow to the largest call and are then reused, on one stream; the
- * call returns when its output is back on the host.
+ * call returns when its output is back on the host. One call at a time
+ * (a mutex): host threads that share the device share its buffers.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,11 +206,14 @@ static const uint8_t *weight_dev(const bt_matrix_t *w)
     return cu.weights[i].dev;
 }
 
-static void cuda_matmul(float *restrict_out, const bt_matrix_t *w, const float *x, int n_tok,
+static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void cuda_matmul(float *out_host, const bt_matrix_t *w, const float *x, int n_tok,
                         const bt_scratch_t *s)
 {
     (void)s;
     need_device();
+    pthread_mutex_lock(&call_lock);
     const uint8_t *dw = weight_dev(w);
     const size_t xb = (size_t)n_tok * w->n_in * sizeof(float);
     const size_t yb = (size_t)n_tok * w->n_out * sizeof(float);
@@ -227,7 +232,8 @@ static void cuda_matmul(float *restrict_out, const bt_matrix_t *w, const float *
     bt_cu_matmul(dy, dw, w->type, w->n_in, w->n_out, w->row_bytes, dx, n_tok, act, cu.stream);
     BT_CUDA_CHECK(cudaMemcpyAsync(hy, dy, yb, cudaMemcpyDeviceToHost, cu.stream));
     BT_CUDA_CHECK(cudaStreamSynchronize(cu.stream));
-    memcpy(restrict_out, hy, yb);
+    memcpy(out_host, hy, yb);
+    pthread_mutex_unlock(&call_lock);
 }
 
 static void cuda_attention(float *out, const float *q, const void *k, const void *v, uint32_t kv_type,
@@ -235,6 +241,7 @@ static void cuda_attention(float *out, const float *q, const void *k, const void
 {
     (void)s;
     need_device();
+    pthread_mutex_lock(&call_lock);
     const size_t el = kv_type == BT_TYPE_F16 ? 2 : 4;
     const int n_pos = pos0 + n_tok; /* the keys any row of the call sees */
     const int kv_dim = a->v_stride > 0 ? a->v_stride : a->n_head_kv * a->head_dim;
@@ -272,6 +279,7 @@ static void cuda_attention(float *out, const float *q, const void *k, const void
     BT_CUDA_CHECK(cudaMemcpyAsync(ho, dout, qb, cudaMemcpyDeviceToHost, cu.stream));
     BT_CUDA_CHECK(cudaStreamSynchronize(cu.stream));
     memcpy(out, ho, qb);
+    pthread_mutex_unlock(&call_lock);
 }
 
 extern "C" const bt_ops_t bt_ops_cuda = {
