@@ -30,7 +30,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "forward.h"
 #include "kernels/kernels.h"
+#include "model.h"
 #include "synth.h"
 
 static volatile float kb_sink; /* keeps measured loops from being optimized away */
@@ -651,6 +653,127 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
     fprintf(f, "\n");
 }
 
+/* ---- whole decode steps of -m models ---- */
+
+static uint64_t mat_bytes(const bt_matrix_t *w)
+{
+    return w->data != NULL ? (uint64_t)w->n_out * w->row_bytes : 0;
+}
+
+/* The weight bytes one decode token streams: every matrix of every layer,
+ * of a mixture's experts the k a token uses (n_expert_used of each), and
+ * the head; not the embedding table (one row is looked up). */
+static uint64_t active_bytes(const bt_model_t *m)
+{
+    const bt_hparams_t *hp = &m->hp;
+    uint64_t b = m->with_head ? mat_bytes(m->tied ? &m->tok_embd : &m->output) : 0;
+    for (int l = 0; l < m->last - m->first; l++) {
+        const bt_layer_t *y = &m->layers[l];
+        const bt_matrix_t *all[] = {&y->wq,   &y->wk,   &y->wv,         &y->wo,        &y->w_gate,
+                                    &y->w_up, &y->w_down, &y->router,   &y->q_a,       &y->q_b,
+                                    &y->kv_a, &y->gate_shexp, &y->up_shexp, &y->down_shexp};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            b += mat_bytes(all[i]);
+        b += (uint64_t)hp->n_head * (mat_bytes(&y->k_b) + mat_bytes(&y->v_b));
+        b += (uint64_t)hp->n_expert_used *
+             (mat_bytes(&y->gate_exps) + mat_bytes(&y->up_exps) + mat_bytes(&y->down_exps));
+    }
+    return b;
+}
+
+/* Median seconds of one decode step (embed, every layer, the head) of a
+ * whole model after a 16-token prompt, at the given thread count. */
+static bt_status_t time_decode(const bt_bench_params_t *p, bt_model_t *m, const bt_ops_t *ops,
+                               int threads, double *samples, kb_stats_t *st)
+{
+    const int n_prompt = 16, n_ctx = 512, n_vocab = m->hp.n_vocab;
+    bt_forward_t *f;
+    bt_status_t s = bt_forward_init(m, ops, n_ctx, 1, n_prompt, threads, BT_TYPE_F32, &f);
+    if (s != BT_OK)
+        return s;
+    float *x = malloc(sizeof(float) * (size_t)n_prompt * m->hp.n_embd);
+    float *logits = malloc(sizeof(float) * (size_t)n_vocab);
+    if (x == NULL || logits == NULL) {
+        s = BT_ERR_NOMEM;
+        goto done;
+    }
+    int32_t ids[16];
+    for (int i = 0; i < n_prompt; i++)
+        ids[i] = (i * 131 + 7) % n_vocab;
+    if ((s = bt_forward_embed(f, ids, n_prompt, x)) || (s = bt_forward_layers(f, x, n_prompt, 0)))
+        goto done;
+    int pos = n_prompt, n = 0;
+    const int max_n = p->reps < n_ctx - n_prompt - 2 ? p->reps : n_ctx - n_prompt - 2;
+    const double t_end = bt_now() + p->kernel_time * p->reps;
+    for (int i = -1; i < max_n && (i < 3 || bt_now() < t_end); i++) { /* i = -1: warm-up */
+        const int32_t id = (pos * 31) % n_vocab;
+        const double t0 = bt_now();
+        if ((s = bt_forward_embed(f, &id, 1, x)) || (s = bt_forward_layers(f, x, 1, pos)))
+            goto done;
+        bt_forward_head(f, x, 1, logits);
+        if (i >= 0)
+            samples[n++] = bt_now() - t0;
+        pos++;
+    }
+    st->med = bt_median(samples, n);
+    st->n = n;
+    st->min = samples[0];
+    st->max = samples[n - 1];
+done:
+    free(x);
+    free(logits);
+    bt_forward_free(f);
+    return s;
+}
+
+/* The decode-step table: for each -m model and -t count, a token's time,
+ * the weight bytes it streams over that time, and the share of the step
+ * the streams do not explain at the measured read bandwidth. */
+static bt_status_t decode_steps(const kb_run_t *r, FILE *out)
+{
+    const bt_bench_params_t *p = r->p;
+    const bt_ops_t *ops = p->ops == &bt_ops_auto || strcmp(p->ops->name, "cuda") == 0 ? &bt_ops_cpu
+                                                                                      : p->ops;
+    fprintf(out, "Decode steps (`-m`, `--kernel-tokens 1`): the %s kernels, one whole token "
+                 "(embedding row, every layer, the head) at position 16 and up, median of "
+                 "%d steps at most; \"active\" = the weights a token streams (a mixture's k "
+                 "experts of each layer); \"outside\" = 1 - (active / read bandwidth) / time, "
+                 "the share of the step the weight streams do not explain.\n\n",
+            ops->name, p->reps);
+    fprintf(out, "| model | type | threads | ms / token | t/s | active MiB | GB/s | %% read BW | "
+                 "outside |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int i = 0; i < p->n_models; i++) {
+        bt_model_t *m;
+        bt_status_t st = bt_model_load(p->models[i], 0, -1, true, true, &m);
+        if (st != BT_OK)
+            return st;
+        if (ops == &bt_ops_cpu && (st = bt_model_pack(m)) != BT_OK) {
+            bt_model_free(m);
+            return st;
+        }
+        const uint64_t active = active_bytes(m);
+        const bt_layer_t *y0 = &m->layers[0]; /* the type of its first matrix */
+        const uint32_t type = y0->wq.data ? y0->wq.type : y0->q_a.data ? y0->q_a.type : y0->kv_a.type;
+        const char *base = strrchr(p->models[i], '/');
+        for (int t = 0; t < p->threads.n; t++) {
+            kb_stats_t ks;
+            if ((st = time_decode(p, m, ops, p->threads.v[t], r->samples, &ks)) != BT_OK) {
+                bt_model_free(m);
+                return st;
+            }
+            const double bw = peaks_for(r, p->threads.v[t])->read_gbs * 1e9;
+            const double gbs = (double)active / ks.med / 1e9;
+            fprintf(out, "| %s | %s | %d | %.4g | %.1f | %.2f | %.1f | %.0f%% | %.0f%% |\n",
+                    base ? base + 1 : p->models[i], bt_type_info(type)->name,
+                    p->threads.v[t], ks.med * 1e3, 1.0 / ks.med, (double)active / (1 << 20), gbs,
+                    100.0 * gbs * 1e9 / bw, 100.0 * (1.0 - (double)active / bw / ks.med));
+        }
+        bt_model_free(m);
+    }
+    fprintf(out, "\n");
+    return BT_OK;
+}
+
 bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
 {
     uint32_t types[BT_TYPE_COUNT];
@@ -753,6 +876,11 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
         r.load[1] = -1.0;
     measure_gpu(p, r.gpu, sizeof r.gpu);
     print_report(&r, shapes, n_shapes, cold, out);
+    bool one_token = false;
+    for (int i = 0; i < p->kernel_tokens.n; i++)
+        one_token = one_token || p->kernel_tokens.v[i] == 1;
+    if (p->n_models > 0 && one_token)
+        st = decode_steps(&r, out);
 
 fail_alloc:
     free(r.pool_mem);

@@ -64,6 +64,73 @@ assert len(re.findall(r"^\| - \| q4_k \| tiny n_in (64|160) .*skipped", text, re
 PY
 then ok "--kernels report: peaks, header, one row per matrix, tokens and threads"
 else bad "--kernels report"; cat "$tmp/k.md"; fi
+# the decode step of -m models (--kernel-tokens 1): a row per model and
+# thread count; "active" against the file's own tensor sizes (every matrix,
+# k of E experts, the head; the tiny model's head is its own output.weight)
+"$bin/baton-mkmodel" --shape tiny --n-layer 3 --type q8_0 -o "$tmp/dq.gguf" >/dev/null 2>&1
+"$bin/baton-mkmodel" --shape tiny --n-layer 2 --n-expert 4 --n-expert-used 2 --type q4_0 \
+    -o "$tmp/de.gguf" >/dev/null 2>&1
+if timeout 120 "$b" --kernels --kernel-shapes tiny --kernel-types q8_0 -t 1,2 -r 5 \
+    --kernel-tokens 1 --kernel-time 0 --kernel-bw-mib 16 -m "$tmp/dq.gguf" -m "$tmp/de.gguf" \
+    >"$tmp/d.md" 2>"$tmp/err" && python3 - "$tmp/d.md" "$tmp/dq.gguf" "$tmp/de.gguf" <<'PY'
+import re, sys
+sys.path.insert(0, ".")
+text = open(sys.argv[1]).read()
+head = "| model | type | threads | ms / token | t/s | active MiB | GB/s | % read BW | outside |"
+assert head in text, "decode-step header"
+rows = [[c.strip() for c in l.split("|")[1:-1]] for l in text.split(head)[1].splitlines()[2:]
+        if l.startswith("|")]
+assert [(r[0], r[2]) for r in rows] == [("dq.gguf", "1"), ("dq.gguf", "2"), ("de.gguf", "1"),
+                                        ("de.gguf", "2")], rows
+assert [r[1] for r in rows] == ["q8_0", "q8_0", "q4_0", "q4_0"], rows
+
+def tensors(path):  # GGUF v3: name -> bytes, from the header alone
+    import struct
+    f = open(path, "rb").read()
+    n_t, n_kv = struct.unpack_from("<QQ", f, 8)
+    o = 24
+    def s(o):
+        n, = struct.unpack_from("<Q", f, o); return f[o + 8:o + 8 + n].decode(), o + 8 + n
+    size = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    def val(t, o):
+        if t == 8: return s(o)[1]
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", f, o); o += 12
+            for _ in range(n): o = val(et, o)
+            return o
+        return o + size[t]
+    for _ in range(n_kv):
+        _, o = s(o); t, = struct.unpack_from("<I", f, o); o = val(t, o + 4)
+    out = {}
+    for _ in range(n_t):
+        name, o = s(o); nd, = struct.unpack_from("<I", f, o); o += 4
+        dims = struct.unpack_from("<%dQ" % nd, f, o); o += 8 * nd
+        t, = struct.unpack_from("<I", f, o); o += 12
+        n = 1
+        for d in dims: n *= d
+        bs, bb = {0: (1, 4), 2: (32, 18), 8: (32, 34)}[t]
+        out[name] = (n // bs * bb, dims)
+    return out
+
+for path, (lo, hi) in zip(sys.argv[2:], [(0, 2), (2, 4)]):
+    ts = tensors(path)
+    want = 0
+    for name, (b, dims) in ts.items():
+        if name.endswith("_exps.weight"):
+            want += b * 2 // 4          # 2 of 4 experts
+        elif len(dims) == 2 and name != "token_embd.weight":
+            want += b
+    if "output.weight" not in ts:       # tied: the head streams the embeddings
+        want += ts["token_embd.weight"][0]
+    for r in rows[lo:hi]:
+        assert abs(float(r[5]) - want / 2**20) <= 0.006, (r, want / 2**20)
+        ms, tps, gbs = float(r[3]), float(r[4]), float(r[6])
+        assert ms > 0 and abs(tps - 1e3 / ms) <= 0.02 * tps + 0.1, r
+        assert abs(gbs - want / (ms / 1e3) / 1e9) <= 0.01 * gbs + 0.05, r
+        assert r[7].endswith("%") and r[8].endswith("%"), r
+PY
+then ok "--kernels -m: a decode-step row per model and thread count, active bytes from the file"
+else bad "--kernels -m decode steps"; cat "$tmp/d.md" "$tmp/err"; fi
 # ---- results: 1 rank, then 2 ranks appended ----
 h5="$tmp/r.h5"
 if mpi 1 "$b" -m "$m" -p 32 -n 8 -r 2 -t 1 --hdf5 "$h5" >"$tmp/md1" 2>"$tmp/err"; then
