@@ -66,6 +66,7 @@ typedef struct options {
     int max_body;            /* --max-body: bytes */
     int max_conn;            /* --max-connections */
     int drain_timeout;       /* --drain-timeout: seconds */
+    int no_cache_prompt;     /* --no-cache-prompt */
     int help;
 } options_t;
 
@@ -95,6 +96,9 @@ static void usage(FILE *f)
             "      --max-connections N   connections at once (default 256)\n"
             "      --drain-timeout S     on SIGTERM: seconds to finish the requests in flight\n"
             "                            before cancelling them (default 30)\n"
+            "      --no-cache-prompt     compute every prompt whole (default: a request takes\n"
+            "                            the free slot whose cache holds the longest prefix of\n"
+            "                            its prompt and computes only the rest; same bits)\n"
             "  layout, kernels and sampling defaults as baton's (baton --help): -ub, --pipeline,\n"
             "  -ts, -sm, -tp, -t, --groups, --kernels, --kv-type, --mmap, --temp, --top-k,\n"
             "  --top-p, --min-p, --repeat-penalty, --repeat-last-n, -s\n"
@@ -105,6 +109,7 @@ static void usage(FILE *f)
 enum {
     OPT_HOST = BT_RUN_OPT_END, OPT_PORT, OPT_ALIAS, OPT_PARALLEL, OPT_GROUPS, OPT_QUEUE,
     OPT_TEMPLATE, OPT_KEY, OPT_KEY_FILE, OPT_TIMEOUT, OPT_MAX_BODY, OPT_MAX_CONN, OPT_DRAIN,
+    OPT_NO_CACHE,
 };
 
 static bt_status_t parse_args(int argc, char **argv, int default_threads, int n_ranks,
@@ -126,6 +131,7 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, int n_
         {"max-body", required_argument, 0, OPT_MAX_BODY},
         {"max-connections", required_argument, 0, OPT_MAX_CONN},
         {"drain-timeout", required_argument, 0, OPT_DRAIN},
+        {"no-cache-prompt", no_argument, 0, OPT_NO_CACHE},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -169,6 +175,7 @@ static bt_status_t parse_args(int argc, char **argv, int default_threads, int n_
         case OPT_DRAIN:
             st = bt_parse_int("--drain-timeout", optarg, 0, 86400, &o->drain_timeout);
             break;
+        case OPT_NO_CACHE: o->no_cache_prompt = 1; break;
         case 'h': o->help = 1; return BT_OK;
         default: st = bt_getopt_error(c, argv); break;
         }
@@ -1149,6 +1156,9 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c)
     put(&s, &n, &cap,
         "# HELP baton_prompt_tokens_total Prompt tokens of admitted requests.\n"
         "# TYPE baton_prompt_tokens_total counter\nbaton_prompt_tokens_total %llu\n"
+        "# HELP baton_prompt_tokens_cached_total Prompt tokens a slot's cache already held "
+        "(not computed again).\n"
+        "# TYPE baton_prompt_tokens_cached_total counter\nbaton_prompt_tokens_cached_total %lld\n"
         "# HELP baton_generated_tokens_total Tokens handed to clients.\n"
         "# TYPE baton_generated_tokens_total counter\nbaton_generated_tokens_total %llu\n"
         "# HELP baton_queue_depth Requests waiting for a slot.\n"
@@ -1159,7 +1169,8 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c)
         "# TYPE baton_slots_total gauge\nbaton_slots_total %d\n"
         "# HELP baton_micro_batches_total Micro-batches through the pipeline.\n"
         "# TYPE baton_micro_batches_total counter\nbaton_micro_batches_total %d\n",
-        (unsigned long long)srv.prompt_tokens, (unsigned long long)srv.gen_tokens, srv.n_queued,
+        (unsigned long long)srv.prompt_tokens, (long long)srv.stats.n_reused,
+        (unsigned long long)srv.gen_tokens, srv.n_queued,
         srv.n_active, srv.o.parallel, srv.stats.n_mb);
     put_hist(&s, &n, &cap, "baton_time_to_first_token_seconds",
              "From the request's arrival to its first token.", &srv.ttft);
@@ -1542,7 +1553,8 @@ static int run(MPI_Comm comm)
     }
     if (st == BT_OK) {
         bt_serve_config_t scfg = {.n_slots = o->parallel, .n_groups = o->groups,
-                                  .ubatch = o->r.ubatch, .sync = !o->r.pipeline};
+                                  .ubatch = o->r.ubatch, .sync = !o->r.pipeline,
+                                  .no_prompt_cache = o->no_cache_prompt};
         bt_serve_hooks_t hooks = {.next = hook_next, .token = hook_token, .finish = hook_finish,
                                   .wait = hook_wait, .cancelled = hook_cancelled,
                                   .logprobs = hook_logprobs, .progress = hook_progress};

@@ -19,6 +19,12 @@
  *                eager limit (serve_eager_np3)
  *   threads:     the same with 2 threads per rank (attention of short runs
  *                spread over the team).
+ *   prompt_cache: a conversation's turns, a repeated prompt and unrelated
+ *                ones through 1 and 3 slots without every row's logits:
+ *                the prefixes the slots' caches hold are reused (exactly
+ *                the expected count through 1 slot, none with
+ *                no_prompt_cache), and every sampled row's logits and
+ *                every id are the run alone's.
  * The model is tests/data/golden/tiny-llama-golden-f32.gguf (256 ids).
  */
 #include <check.h>
@@ -163,7 +169,8 @@ static bt_pipe_config_t pipe_cfg;
 
 static bt_serve_stats_t serve(job_t *j, int n_slots, int ubatch, bool sync, int n_groups)
 {
-    bt_serve_config_t cfg = {n_slots, n_groups, ubatch, sync, true};
+    bt_serve_config_t cfg = {.n_slots = n_slots, .n_groups = n_groups, .ubatch = ubatch,
+                             .sync = sync, .all_logits = true};
     bt_serve_hooks_t h = {.next = next_req, .token = on_token, .finish = on_finish,
                          .logits = on_logits, .arg = j};
     bt_serve_stats_t stats = {0};
@@ -195,6 +202,106 @@ static int matches(const job_t *j, int i, const char *what)
 }
 
 /* ---- tests ---- */
+
+/* Prompts that share prefixes with what a slot computed before: a chat's
+ * first turn, its second turn (the first prompt, 10 of the answer's ids,
+ * 3 new ones), the first turn again, an unrelated prompt, the second turn
+ * again. Filled by make_turns once the greedy runs exist. */
+enum { N_TURNS = 5 };
+static solo_t turns[N_TURNS];
+
+static void make_turns(void)
+{
+    const solo_t *base = &greedy[4];
+    turns[0] = turns[2] = *base;
+    solo_t *t = &turns[1];
+    *t = *base;
+    memcpy(t->prompt + t->n_prompt, base->ids, sizeof(int32_t) * 10);
+    t->n_prompt += 10;
+    for (int k = 0; k < 3; k++)
+        t->prompt[t->n_prompt++] = (base->ids[10] + 1 + k) % 256; /* not the answer's 11th */
+    turns[3] = greedy[7];
+    turns[4] = *t;
+    for (int i = 0; i < N_TURNS; i++)
+        turns[i].rows = NULL;
+}
+
+/* Prompt ids of turn i that one slot's cache holds after turn i - 1 (its
+ * prompt and every chosen id but the last), at most all but the last. */
+static int expected_reuse(int i)
+{
+    if (i == 0)
+        return 0;
+    const solo_t *prev = &turns[i - 1], *t = &turns[i];
+    int32_t kv[N_CTX];
+    memcpy(kv, prev->prompt, sizeof(int32_t) * (size_t)prev->n_prompt);
+    memcpy(kv + prev->n_prompt, prev->ids, sizeof(int32_t) * (N_PREDICT - 1));
+    const int n_kv = prev->n_prompt + N_PREDICT - 1;
+    int n = 0;
+    while (n < n_kv && n < t->n_prompt - 1 && kv[n] == t->prompt[n])
+        n++;
+    return n;
+}
+
+START_TEST(test_prompt_cache)
+{
+    int ok = 1;
+    for (int i = 0; i < N_TURNS; i++)
+        ok &= run_alone(&turns[i]);
+    ck_assert_msg(all_ok(ok), "the turns' runs alone");
+    int want = 0;
+    for (int i = 0; i < N_TURNS; i++)
+        want += expected_reuse(i);
+    /* turn 1: the first prompt and 10 of its answer's ids; turn 2: all but
+     * its last id; turns 3 and 4 follow an unrelated prompt */
+    ck_assert_int_eq(want, 23 + 12);
+    static const int parallel[] = {1, 3, 1};
+    for (int a = 0; a < 3; a++) {
+        const bool off = a == 2;
+        char what[96];
+        snprintf(what, sizeof what, "%d ranks, --parallel %d, prompt cache %s", size,
+                 parallel[a], off ? "off" : "on");
+        job_t j;
+        job_init(&j, turns, N_TURNS);
+        bt_serve_config_t cfg = {.n_slots = parallel[a], .ubatch = 3, .no_prompt_cache = off};
+        bt_serve_hooks_t h = {.next = next_req, .token = on_token, .finish = on_finish,
+                             .logits = on_logits, .arg = &j};
+        bt_serve_stats_t st = {0};
+        ck_assert_int_eq(bt_pipe_serve(&pipe_, &cfg, &h, &st), BT_OK);
+        for (int i = 0; i < N_TURNS; i++) {
+            const solo_t *t = &turns[i];
+            if (rank == 0 && (j.n_ids[i] != N_PREDICT ||
+                              memcmp(j.ids[i], t->ids, sizeof t->ids) != 0)) {
+                fprintf(stderr, "%s: turn %d: ids differ from its run alone\n", what, i);
+                ok = 0;
+            }
+            /* the sampled rows: the prompt's last and every fed id's */
+            const size_t row = (size_t)n_vocab, first = (size_t)(t->n_prompt - 1) * row;
+            if (pipe_.last && !pipe_.follower &&
+                memcmp(j.rows[i] + first, t->rows + first, sizeof(float) * N_PREDICT * row)) {
+                fprintf(stderr, "%s: turn %d: logits differ from its run alone\n", what, i);
+                ok = 0;
+            }
+        }
+        if (rank == 0) {
+            const int64_t expect = off ? 0 : parallel[a] == 1 ? want : -1;
+            fprintf(stderr, "%s: %lld prompt ids reused, %lld computed\n", what,
+                    (long long)st.n_reused, (long long)st.n_prompt);
+            if ((expect >= 0 && st.n_reused != expect) || (expect < 0 && st.n_reused < 23)) {
+                fprintf(stderr, "%s: %lld prompt ids reused; want %s%lld\n", what,
+                        (long long)st.n_reused, expect < 0 ? "at least " : "",
+                        (long long)(expect < 0 ? 23 : expect));
+                ok = 0;
+            }
+        }
+        job_free(&j);
+        ck_assert_msg(all_ok(ok), "%s: a reused prefix changed a sequence or was not reused",
+                      what);
+    }
+    for (int i = 0; i < N_TURNS; i++)
+        free(turns[i].rows);
+}
+END_TEST
 
 START_TEST(test_composition)
 {
@@ -456,6 +563,7 @@ int main(int argc, char **argv)
     int ok = 1;
     for (int i = 0; i < N_REQ; i++)
         ok &= run_alone(&greedy[i]) && run_alone(&sampled[i]);
+    make_turns();
     pipe_cfg = (bt_pipe_config_t){
         .model_path = model_path, .head_share = 0.3, .n_ctx = N_CTX, .max_tok = MAX_TOK,
         .n_threads = 1, .ops = &bt_ops_cpu, .all_logits = true, .trace_events = 1 << 14,
@@ -478,6 +586,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_sampled);
     tcase_add_test(tc, test_context_full);
     tcase_add_test(tc, test_groups);
+    tcase_add_test(tc, test_prompt_cache);
     if (size > 1)
         tcase_add_test(tc, test_tensor_parallel);
     mpitest_run(s);

@@ -4,7 +4,8 @@
 Synthetic model (always): every endpoint, answers equal to a batch job's
 (the engine's ids), 64 concurrent clients (mixed prompt lengths, half
 streaming) on 2 ranks with --parallel 8 byte-identical to each request
-served alone and /metrics agreeing with what the clients saw, a client
+served alone and /metrics agreeing with what the clients saw, a repeated
+prompt taken from its slot's cache with the same ids, a client
 that hangs up mid-stream freeing its slot for the queued one, queue
 overflow (503 + Retry-After), a slow client timed out while requests that
 wait longer than --timeout for the engine arrive whole, every stage's
@@ -232,6 +233,18 @@ def synthetic(model):
         alone[i] = d["choices"][0] if st == 200 else None
     ok(all(alone[i] and alone[i]["tokens"] == ref[i] for i in range(64)),
        "64 requests served alone: each the batch job's ids")
+    # the last prompt again: its slot's cache holds all of it but the last id
+    cached = "baton_prompt_tokens_cached_total"
+    m0 = s.metrics()
+    st, h, d = s.post("/v1/completions", body(63, False))
+    for _ in range(20):  # /metrics takes the engine's figures after each micro-batch
+        m1 = s.metrics()
+        if m1[cached] > m0[cached]:
+            break
+        time.sleep(0.1)
+    ok(st == 200 and d["choices"][0]["tokens"] == ref[63] and m1[cached] - m0[cached] == len(prompts[63]) - 1,
+       f"the same prompt again: its ids unchanged, {m1[cached] - m0[cached]:.0f} of its "
+       f"{len(prompts[63])} ids from the slot's cache (want all but the last)")
     before = s.metrics()
     got, errs = {}, []
 

@@ -222,7 +222,10 @@ typedef struct seq {
     int32_t *prompt; /* [cap] */
     int n_prompt, cap;
     int n_fed;       /* prompt ids sent down the pipe */
+    int n_reused;    /* of them, the first ones whose keys and values the slot's cache held */
     int pos;         /* the position of the next row */
+    int32_t *kv;     /* [n_ctx] the id each cache position was last computed for */
+    int n_kv;        /* positions 0 .. n_kv - 1 hold the keys and values of kv[0 .. n_kv - 1] */
     int32_t next;    /* the last chosen id: the next decode row's input */
     int n_chosen, n_predict;
     bool waiting;    /* a row that chooses its next id is in flight */
@@ -259,8 +262,9 @@ int bt_serve_default_groups(int n_stages, int n_slots)
     return n_slots < n_stages ? n_slots : n_stages;
 }
 
-/* Takes a request into free slot s. */
-static bt_status_t admit(sched_t *sc, int s, int id, const bt_seq_req_t *rq)
+/* Takes a request into free slot s, whose cache holds its first reuse
+ * prompt ids. */
+static bt_status_t admit(sched_t *sc, int s, int reuse, int id, const bt_seq_req_t *rq)
 {
     bt_pipe_t *p = sc->p;
     seq_t *q = &sc->seq[s];
@@ -304,7 +308,9 @@ static bt_status_t admit(sched_t *sc, int s, int id, const bt_seq_req_t *rq)
     memcpy(q->msg + 1, rq->tokens + rq->n_tokens - n_hist, sizeof(int32_t) * (size_t)n_hist);
     q->id = id;
     q->n_prompt = rq->n_tokens;
-    q->n_fed = q->pos = q->n_chosen = 0;
+    q->n_fed = q->n_reused = q->pos = reuse;
+    q->n_chosen = 0;
+    sc->stats.n_reused += reuse;
     q->n_predict = rq->n_predict;
     q->waiting = false;
     q->admitted = sc->n_admitted++;
@@ -312,20 +318,42 @@ static bt_status_t admit(sched_t *sc, int s, int id, const bt_seq_req_t *rq)
     return BT_OK;
 }
 
+/* The free slot whose cache holds the longest prefix of the prompt (the
+ * lowest of equals), and in *reuse that prefix's length. The last prompt
+ * id is always computed, since its row gives the first logits. The keys
+ * and values of a position depend on the ids up to it alone (invariant
+ * 1), so a reused prefix gives the bits a computed one would. */
+static int pick_slot(const sched_t *sc, const bt_seq_req_t *rq, int *reuse)
+{
+    int best = -1;
+    *reuse = 0;
+    for (int s = 0; s < sc->cfg->n_slots; s++) {
+        const seq_t *q = &sc->seq[s];
+        if (q->id >= 0)
+            continue;
+        const int most = q->n_kv < rq->n_tokens - 1 ? q->n_kv : rq->n_tokens - 1;
+        int n = 0;
+        while (n < most && q->kv[n] == rq->tokens[n])
+            n++;
+        if (best < 0 || n > *reuse)
+            best = s, *reuse = n;
+    }
+    return best;
+}
+
 /* Fills free slots from hooks.next. */
 static bt_status_t admit_all(sched_t *sc)
 {
     bt_status_t st = BT_OK;
-    for (int s = 0; s < sc->cfg->n_slots && !sc->no_more && st == BT_OK; s++) {
-        if (sc->seq[s].id >= 0)
-            continue;
-        int id = -1;
+    while (sc->n_active < sc->cfg->n_slots && !sc->no_more && st == BT_OK) {
+        int id = -1, reuse;
         bt_seq_req_t rq = {0};
         if (!sc->h->next(sc->h->arg, &id, &rq)) {
             sc->no_more = sc->h->wait == NULL; /* else: none now */
             break;
         }
-        st = admit(sc, s, id, &rq);
+        const int s = pick_slot(sc, &rq, &reuse);
+        st = admit(sc, s, reuse, id, &rq);
     }
     return st;
 }
@@ -353,6 +381,10 @@ static void add_row(sched_t *sc, bt_row_t *rows, int *n, int s, int32_t tok, int
         q->waiting = true;
     }
     sc->tokens[*n] = tok;
+    if (q->kv != NULL) {
+        q->kv[q->pos] = tok;
+        q->n_kv = q->pos + 1;
+    }
     rows[(*n)++] = (bt_row_t){s, q->pos++, flags, q->id};
 }
 
@@ -390,11 +422,11 @@ static int form(sched_t *sc, bt_row_t *rows, bt_status_t *st)
     sc->stats.n_decode += n;
     while (n < budget && *st == BT_OK && (s = oldest(sc, true)) >= 0) {
         seq_t *q = &sc->seq[s];
-        if (q->n_fed == 0 && (*st = announce(sc, s)) != BT_OK)
+        if (q->n_fed == q->n_reused && (*st = announce(sc, s)) != BT_OK)
             break;
         const int k = q->n_prompt - q->n_fed < budget - n ? q->n_prompt - q->n_fed : budget - n;
         for (int i = 0; i < k; i++, q->n_fed++) {
-            int flags = q->n_fed == 0 ? BT_ROW_FIRST : 0;
+            int flags = q->n_fed == q->n_reused ? BT_ROW_FIRST : 0;
             if (q->n_fed == q->n_prompt - 1)
                 flags |= BT_ROW_LOGITS | BT_ROW_SAMPLE;
             add_row(sc, rows, &n, s, q->prompt[q->n_fed], flags);
@@ -639,6 +671,7 @@ static void sched_free(sched_t *sc)
     for (int s = 0; sc->seq != NULL && s < sc->cfg->n_slots; s++) {
         free(sc->seq[s].prompt);
         free(sc->seq[s].msg);
+        free(sc->seq[s].kv);
     }
     free(sc->seq);
     free(sc->flight);
@@ -667,8 +700,17 @@ static bt_status_t sched_init(sched_t *sc)
         bt_log_error("serve: cannot allocate the scheduler's tables for %d slots", c->n_slots);
         return BT_ERR_NOMEM;
     }
-    for (int s = 0; s < c->n_slots; s++)
+    /* Prompt prefixes are reused unless asked not to, or unless every
+     * row's logits are wanted (a reused row has none). */
+    const bool reuse = !c->no_prompt_cache && !c->all_logits;
+    for (int s = 0; s < c->n_slots; s++) {
         sc->seq[s] = (seq_t){.id = -1, .msg_req = MPI_REQUEST_NULL};
+        if (reuse && (sc->seq[s].kv = malloc(sizeof(int32_t) * (size_t)p->fwd->n_ctx)) == NULL) {
+            bt_log_error("serve: cannot allocate the ids of %d slots of %d positions", c->n_slots,
+                         p->fwd->n_ctx);
+            return BT_ERR_NOMEM;
+        }
+    }
     sc->ids_req = MPI_REQUEST_NULL;
     bt_status_t st = BT_OK;
     for (int s = 1; s < p->n_stages && st == BT_OK; s++)

@@ -68,6 +68,7 @@ typedef struct bt_logprobs {
 
 typedef struct bt_serve_stats {
     int64_t n_prompt;  /* prompt rows computed */
+    int64_t n_reused;  /* prompt ids whose rows a slot's cache already held (not computed) */
     int64_t n_decode;  /* decode rows computed */
     int64_t n_chosen;  /* tokens chosen */
     int n_mb;          /* micro-batches */
@@ -115,6 +116,9 @@ typedef struct bt_serve_config {
     int ubatch;      /* rows per micro-batch, 1 .. the pipe's max_tok */
     bool sync;       /* --pipeline 0: one micro-batch in flight at a time */
     bool all_logits; /* hooks.logits for every row, not only the sampled ones */
+    bool no_prompt_cache; /* compute every prompt from position 0; otherwise a request
+                           * takes the free slot whose cache holds the longest prefix
+                           * of its prompt and starts after it (never with all_logits) */
 } bt_serve_config_t;
 
 /* Decode groups when none are asked for: one per stage, so every stage
