@@ -226,6 +226,7 @@ typedef struct seq {
     int pos;         /* the position of the next row */
     int32_t *kv;     /* [n_ctx] the id each cache position was last computed for */
     int n_kv;        /* positions 0 .. n_kv - 1 hold the keys and values of kv[0 .. n_kv - 1] */
+    int64_t freed;   /* when its last sequence ended (sched_t.n_freed then; 0: never used) */
     int32_t next;    /* the last chosen id: the next decode row's input */
     int n_chosen, n_predict;
     bool waiting;    /* a row that chooses its next id is in flight */
@@ -246,7 +247,7 @@ typedef struct sched {
     int *flight;       /* [max_flight][max_tok]: slots of each micro-batch's sampling rows */
     int *flight_n;     /* [max_flight] */
     int mb_sent, mb_done;
-    int64_t n_admitted, n_ready;
+    int64_t n_admitted, n_ready, n_freed;
     int n_active;
     bool no_more;      /* hooks.next has nothing left */
     int32_t *tokens;   /* [max_tok] the inputs of the micro-batch being formed */
@@ -318,8 +319,9 @@ static bt_status_t admit(sched_t *sc, int s, int reuse, int id, const bt_seq_req
     return BT_OK;
 }
 
-/* The free slot whose cache holds the longest prefix of the prompt (the
- * lowest of equals), and in *reuse that prefix's length. The last prompt
+/* The free slot whose cache holds the longest prefix of the prompt (of
+ * equals, the one freed longest ago, so that the caches of recent
+ * conversations stay), and in *reuse that prefix's length. The last prompt
  * id is always computed, since its row gives the first logits. The keys
  * and values of a position depend on the ids up to it alone (invariant
  * 1), so a reused prefix gives the bits a computed one would. */
@@ -335,7 +337,7 @@ static int pick_slot(const sched_t *sc, const bt_seq_req_t *rq, int *reuse)
         int n = 0;
         while (n < most && q->kv[n] == rq->tokens[n])
             n++;
-        if (best < 0 || n > *reuse)
+        if (best < 0 || n > *reuse || (n == *reuse && q->freed < sc->seq[best].freed))
             best = s, *reuse = n;
     }
     return best;
@@ -442,6 +444,7 @@ static void finish(sched_t *sc, int s, bt_finish_t why)
     seq_t *q = &sc->seq[s];
     sc->h->finish(sc->h->arg, q->id, why);
     q->id = -1;
+    q->freed = ++sc->n_freed;
     sc->n_active--;
     sc->stats.n_requests++;
 }
