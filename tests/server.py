@@ -513,7 +513,7 @@ def engine_waits(model):
 
     def long_answer():
         t = time.time()
-        res["a"] = s.post("/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 1500,
+        res["a"] = s.post("/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 3000,
                                               "temperature": 0, "return_tokens": True}, timeout=300)
         res["ta"] = time.time() - t
 
@@ -533,9 +533,11 @@ def engine_waits(model):
     st_a, _, d = res.get("a", (0, None, None))
     st_b, ev = res.get("b", (0, []))
     ids = completion_of(ev)[0] if st_b == 200 else []
-    ok(st_a == 200 and len(d["choices"][0]["tokens"]) == 1500 and st_b == 200 and len(ids) == 8
+    # long enough that both wait well past --timeout even on a fast CPU (a
+    # 1500-token answer took 1.6 s on a Zen 4, its queued stream 1.3 s)
+    ok(st_a == 200 and len(d["choices"][0]["tokens"]) == 3000 and st_b == 200 and len(ids) == 8
        and res["ta"] > 1.5 and res["tb"] > 1.5,
-       f"--timeout 1: a 1500-token answer ({res.get('ta', -1):.1f} s) and a stream queued behind "
+       f"--timeout 1: a 3000-token answer ({res.get('ta', -1):.1f} s) and a stream queued behind "
        f"it ({res.get('tb', -1):.1f} s) both arrive whole")
     ok(s.terminate() == 0, "--timeout 1 server: SIGTERM exits 0")
 
