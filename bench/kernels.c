@@ -417,6 +417,7 @@ typedef struct kb_row {
     int n_tok, threads;
     double bytes; /* weight bytes one call reads */
     bool int8;    /* bt_ops_cpu with 8-bit activations (integer dot products) */
+    double read_now; /* GEMV: the read bandwidth of its thread count around it, GB/s */
     kb_stats_t st;
 } kb_row_t;
 
@@ -427,6 +428,8 @@ typedef struct kb_run {
     float *x, *y;      /* [max_tok, max_n_in], [max_tok, max_n_out] */
     float *row;        /* [max_n_in]: a pool row before quantization */
     uint8_t *pool_mem; /* room for the largest pair of pools of any shape and type */
+    float *now_buf;    /* [now_n]: the read-bandwidth buffer of the GEMV rows (read_now) */
+    size_t now_n;
     float *scratch_buf;
     size_t scratch_per_thread;
     double *samples; /* [reps] */
@@ -458,6 +461,16 @@ static void measure_gpu(const bt_bench_params_t *p, char *line, size_t n)
              dev, api->name(), read, tops);
 }
 
+/* The read bandwidth of `threads` threads now (GB/s, best of a few short
+ * passes): a shared machine's memory is not the same from one minute to
+ * the next (a 2-core VM measured 35 and 61 GB/s on two threads minutes
+ * apart), so a one-token product is set against what its own moment
+ * allowed as well as against the run's best. */
+static double read_now(const kb_run_t *r, int threads)
+{
+    return measure_read(r->now_buf, r->now_n, threads, 0.02);
+}
+
 static void time_row(kb_run_t *r, const bt_ops_t *ops, const char *kernel, uint32_t type,
                      const char *shape, const kb_mat_t *m, const kb_pool_t *pool, int n_tok,
                      int threads)
@@ -479,7 +492,10 @@ static void time_row(kb_run_t *r, const bt_ops_t *ops, const char *kernel, uint3
                       .bytes = (double)m->n_out * (double)pool->row_bytes,
                       .int8 = ops == &bt_ops_cpu && bt_type_info(type)->block_size > 1 &&
                               !bt_ops_cpu_is_exact(type, m->n_in)};
+    const double before = n_tok == 1 ? read_now(r, threads) : 0.0;
     job_time(&j, r->p->reps, r->p->kernel_time, r->samples, &row->st);
+    const double after = n_tok == 1 ? read_now(r, threads) : 0.0;
+    row->read_now = before > after ? before : after;
 }
 
 /* Every row of one shape and type. */
@@ -617,21 +633,25 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
     fprintf(f, "GFLOP/s = 2 tokens n_in n_out / time (for the quantized types on the 8-bit path "
                "these are integer ops, GOP/s), GB/s = weight bytes / time; %% FMA peak, %% int8 "
                "peak (the cpu kernels of the quantized types with 8-bit activations) and %% read "
-               "BW against the peak of the same thread count (GEMM: FLOP/s, GEMV: GB/s matter). "
-               "The matmul runs products under 2^18 multiply-adds on one thread. Shapes: ");
+               "BW against the peak of the same thread count (GEMM: FLOP/s, GEMV: GB/s matter); "
+               "%% read BW now, a GEMV's GB/s against the read bandwidth of its thread count "
+               "measured just before and after it (the larger; %zu MiB). "
+               "The matmul runs products under 2^18 multiply-adds on one thread. Shapes: ",
+            r->now_n * sizeof(float) >> 20);
     for (int i = 0; i < n_shapes; i++)
         fprintf(f, "%s%s", i ? ", " : "", shapes[i].name);
     fprintf(f, " (n_in->n_out).\n\n");
     fprintf(f, "| kernel | type | shape | tokens | threads | GFLOP/s | GB/s | %% FMA peak | "
-               "%% int8 peak | %% read BW | min-max (gemm GFLOP/s, gemv GB/s) | samples |\n");
+               "%% int8 peak | %% read BW | %% read BW now | min-max (gemm GFLOP/s, gemv GB/s) | "
+               "samples |\n");
     fprintf(f, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-               "|\n");
+               "| ---: |\n");
     for (int i = 0; i < r->n_rows; i++) {
         const kb_row_t *w = &r->rows[i];
         const bt_type_info_t *ti = bt_type_info(w->type);
         if (w->kernel == NULL) {
             fprintf(f, "| - | %s | %s n_in %" PRId64 " | - | - | skipped: n_in is not a "
-                       "multiple of the block size %" PRId64 " | | | | | | |\n",
+                       "multiple of the block size %" PRId64 " | | | | | | | |\n",
                     ti->name, w->shape, w->n_in, ti->block_size);
             continue;
         }
@@ -643,12 +663,15 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
         char dot[32] = "-";
         if (w->int8 && pk->dot_gops > 0.0)
             snprintf(dot, sizeof dot, "%.1f", 100.0 * gflops / pk->dot_gops);
+        char now[32] = "-";
+        if (w->read_now > 0.0)
+            snprintf(now, sizeof now, "%.1f", 100.0 * gbs / w->read_now);
         fprintf(f,
                 "| %s | %s | %s %s %" PRId64 "->%" PRId64 " | %d | %d | %.1f | %.2f | %.1f | "
-                "%s | %.1f | %.1f-%.1f | %d |\n",
+                "%s | %.1f | %s | %.1f-%.1f | %d |\n",
                 w->kernel, ti->name, w->shape, w->mat, w->n_in, w->n_out, w->n_tok, w->threads,
                 gflops, gbs, 100.0 * gflops / pk->fma_gflops, dot, 100.0 * gbs / pk->read_gbs,
-                work / w->st.max * 1e-9, work / w->st.min * 1e-9, w->st.n);
+                now, work / w->st.max * 1e-9, work / w->st.min * 1e-9, w->st.n);
     }
     fprintf(f, "\n");
 }
@@ -741,7 +764,8 @@ static bt_status_t decode_steps(const kb_run_t *r, FILE *out)
                  "the share of the step the weight streams do not explain.\n\n",
             ops->name, p->reps);
     fprintf(out, "| model | type | threads | ms / token | t/s | active MiB | GB/s | %% read BW | "
-                 "outside |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+                 "%% read BW now | outside |\n"
+                 "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int i = 0; i < p->n_models; i++) {
         bt_model_t *m;
         bt_status_t st = bt_model_load(p->models[i], 0, -1, true, true, &m);
@@ -757,16 +781,20 @@ static bt_status_t decode_steps(const kb_run_t *r, FILE *out)
         const char *base = strrchr(p->models[i], '/');
         for (int t = 0; t < p->threads.n; t++) {
             kb_stats_t ks;
+            const double before = read_now(r, p->threads.v[t]);
             if ((st = time_decode(p, m, ops, p->threads.v[t], r->samples, &ks)) != BT_OK) {
                 bt_model_free(m);
                 return st;
             }
+            const double after = read_now(r, p->threads.v[t]);
             const double bw = peaks_for(r, p->threads.v[t])->read_gbs * 1e9;
+            const double now = (before > after ? before : after) * 1e9;
             const double gbs = (double)active / ks.med / 1e9;
-            fprintf(out, "| %s | %s | %d | %.4g | %.1f | %.2f | %.1f | %.0f%% | %.0f%% |\n",
+            fprintf(out, "| %s | %s | %d | %.4g | %.1f | %.2f | %.1f | %.0f%% | %.0f%% | %.0f%% |\n",
                     base ? base + 1 : p->models[i], bt_type_info(type)->name,
                     p->threads.v[t], ks.med * 1e3, 1.0 / ks.med, (double)active / (1 << 20), gbs,
-                    100.0 * gbs * 1e9 / bw, 100.0 * (1.0 - (double)active / bw / ks.med));
+                    100.0 * gbs * 1e9 / bw, 100.0 * gbs * 1e9 / now,
+                    100.0 * (1.0 - (double)active / bw / ks.med));
         }
         bt_model_free(m);
     }
@@ -837,8 +865,11 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
     r.row = malloc(sizeof(float) * (size_t)max_in);
     r.rows = malloc(sizeof(kb_row_t) * (size_t)r.max_rows);
     r.pool_mem = bt_alloc_huge((size_t)pool_bytes); /* as a model's weights (--mmap 0, packed) */
+    r.now_n = (size_t)(p->kernel_bw_mib < 128 ? p->kernel_bw_mib : 128) << 18; /* floats */
+    r.now_buf = bt_alloc_huge(r.now_n * sizeof(float));
     if (r.peaks == NULL || r.x == NULL || r.y == NULL || r.scratch_buf == NULL ||
-        r.samples == NULL || r.row == NULL || r.rows == NULL || r.pool_mem == NULL) {
+        r.samples == NULL || r.row == NULL || r.rows == NULL || r.pool_mem == NULL ||
+        r.now_buf == NULL) {
         bt_log_error("kernels: cannot allocate buffers for %d tokens x %" PRId64 " -> %" PRId64
                      " and %.0f MiB of weights",
                      max_tok, max_in, max_out, (double)pool_bytes / (1 << 20));
@@ -847,6 +878,9 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
     }
     uint64_t seed = 42;
     fill_random(r.x, (size_t)max_tok * (size_t)max_in, 1.0f, &seed);
+#pragma omp parallel for schedule(static) num_threads(max_threads)
+    for (size_t i = 0; i < r.now_n; i++) /* first touch where the threads run */
+        r.now_buf[i] = 1.0f;
 
     for (int i = 0; i < p->threads.n + p->ref_kernels; i++) { /* distinct counts, in order */
         const int t = i < p->threads.n ? p->threads.v[i] : 1;
@@ -883,6 +917,7 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
         st = decode_steps(&r, out);
 
 fail_alloc:
+    free(r.now_buf);
     free(r.pool_mem);
     free(r.rows);
     free(r.row);

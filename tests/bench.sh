@@ -35,7 +35,7 @@ m = re.search(rf"^FMA peak: {num} GFLOP/s \(1 thread\), {num} \(2 threads\); "
 assert m, "peak line"
 has_dot = m.group(1) != "none in this build"
 head = ("| kernel | type | shape | tokens | threads | GFLOP/s | GB/s | % FMA peak | "
-        "% int8 peak | % read BW |")
+        "% int8 peak | % read BW | % read BW now |")
 assert head in text, "table header"
 rows = [l.split("|")[1:-1] for l in text.splitlines() if l.startswith("| gemv") or
         l.startswith("| gemm")]
@@ -45,7 +45,7 @@ rows = [l.split("|")[1:-1] for l in text.splitlines() if l.startswith("| gemv") 
 assert len(rows) == 36, len(rows)
 for r in rows:
     r = [c.strip() for c in r]
-    assert len(r) == 12 and r[1] == "q8_0", r
+    assert len(r) == 13 and r[1] == "q8_0", r
     assert r[0] in ("gemv", "gemm", "gemv exact", "gemm exact"), r
     assert r[3] == ("1" if r[0].startswith("gemv") else "4") and r[4] in ("1", "2"), r
     # (a GEMM's % of read bandwidth can round to 0.0; so can any rate of a
@@ -58,7 +58,12 @@ for r in rows:
         assert r[8] == "-", r
     else:
         assert float(r[8]) >= 0, r
-    assert re.fullmatch(r"[0-9.]+-[0-9.]+", r[10]) and r[11] == "1", r
+    # % read BW now: a GEMV's rate against the bandwidth measured around it
+    if r[0].startswith("gemv"):
+        assert float(r[10]) >= 0, r
+    else:
+        assert r[10] == "-", r
+    assert re.fullmatch(r"[0-9.]+-[0-9.]+", r[11]) and r[12] == "1", r
 assert "tiny output 64->256" in text and "tiny ffn_down 160->64" in text
 assert len(re.findall(r"^\| - \| q4_k \| tiny n_in (64|160) .*skipped", text, re.M)) == 2
 PY
@@ -76,7 +81,8 @@ if timeout 120 "$b" --kernels --kernel-shapes tiny --kernel-types q8_0 -t 1,2 -r
 import re, sys
 sys.path.insert(0, ".")
 text = open(sys.argv[1]).read()
-head = "| model | type | threads | ms / token | t/s | active MiB | GB/s | % read BW | outside |"
+head = ("| model | type | threads | ms / token | t/s | active MiB | GB/s | % read BW | "
+        "% read BW now | outside |")
 assert head in text, "decode-step header"
 rows = [[c.strip() for c in l.split("|")[1:-1]] for l in text.split(head)[1].splitlines()[2:]
         if l.startswith("|")]
@@ -127,7 +133,7 @@ for path, (lo, hi) in zip(sys.argv[2:], [(0, 2), (2, 4)]):
         ms, tps, gbs = float(r[3]), float(r[4]), float(r[6])
         assert ms > 0 and abs(tps - 1e3 / ms) <= 0.02 * tps + 0.1, r
         assert abs(gbs - want / (ms / 1e3) / 1e9) <= 0.01 * gbs + 0.05, r
-        assert r[7].endswith("%") and r[8].endswith("%"), r
+        assert all(r[i].endswith("%") for i in (7, 8, 9)), r
 PY
 then ok "--kernels -m: a decode-step row per model and thread count, active bytes from the file"
 else bad "--kernels -m decode steps"; cat "$tmp/d.md" "$tmp/err"; fi
