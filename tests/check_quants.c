@@ -920,8 +920,8 @@ END_TEST
 
 static const uint32_t isa_types[] = {BT_TYPE_F32,  BT_TYPE_F16,  BT_TYPE_BF16,
                                      BT_TYPE_Q4_0, BT_TYPE_Q4_1, BT_TYPE_Q5_0,
-                                     BT_TYPE_Q8_0, BT_TYPE_Q4_K, BT_TYPE_Q6_K,
-                                     BT_TYPE_MXFP4};
+                                     BT_TYPE_Q8_0, BT_TYPE_Q4_K, BT_TYPE_Q5_K,
+                                     BT_TYPE_Q6_K, BT_TYPE_MXFP4};
 #define N_ISA_TYPES ((int)(sizeof isa_types / sizeof isa_types[0]))
 
 /* out = W x with the cpu ops of isa, from packed weights or the blocks */

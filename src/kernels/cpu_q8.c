@@ -7,8 +7,8 @@
  * bt_ops_cpu's path for them in the avx512 and avx2 builds, while
  * bt_ops_exact keeps f32 activations. The avx512 build also multiplies
  * unpacked blocks directly (all eight formats); the avx2 build multiplies
- * the packed layout only (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K), packing
- * unpacked weights a panel at a time. Both give the same bits.
+ * the packed layout only (all eight, and MXFP4), packing unpacked weights a
+ * panel at a time. Both give the same bits.
  *
  * Activations: each token's row is cut into blocks of 32, each stored as
  * int8 q = round-half-even(x * 127 / max|x|) with the step d = max|x| / 127,
@@ -453,22 +453,23 @@ static int type_index(uint32_t type)
 
 /* ---- the packed layout: 16 rows interleaved ----
  *
- * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K. Rows in panels of 16 (the last
- * padded with zero rows). Per panel, per 32-block:
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K. Rows in panels of 16
+ * (the last padded with zero rows). Per panel, per 32-block:
  *   nibble formats (Q4_0, Q4_1, Q4_K; MXFP4 as its E2M1 codes, which the
- *     kernel turns into u by a 16-entry table; Q5_0 and Q5_1 as the low 4
- *     bits of their 5-bit u): 4 vectors of 64 bytes, vector j = for each
- *     row r its 4 bytes holding elements 4j.. (low nibbles) and 16 + 4j..
- *     (high nibbles); Q5_0 and Q5_1 then 8 64-bit masks of the fifth bits,
+ *     kernel turns into u by a 16-entry table; Q5_0, Q5_1 and Q5_K as the
+ *     low 4 bits of their 5-bit u): 4 vectors of 64 bytes, vector j = for
+ *     each row r its 4 bytes holding elements 4j.. (low nibbles) and 16 + 4j..
+ *     (high nibbles); Q5_0, Q5_1 and Q5_K then 8 64-bit masks of the fifth bits,
  *     mask j (low nibbles) and 4 + j (high) with bit 4r + i for byte 4r + i
  *     of vector j, which the kernel adds as 16 (a masked byte add);
  *   byte formats (Q8_0: u = q + 128; Q6_K: u = q, 0..63): 8 vectors,
  *     vector j = for each row its elements 4j .. 4j + 3;
  * then the block's per-row scales: Q4_0, Q5_0 and Q8_0 16 f16 d; MXFP4 16
  * bytes e (the kernel makes 2^(e - 128) of them); Q4_1 and
- * Q5_1 16 f16 d, 16 f16 m; Q4_K 16 bytes of 6-bit scale, 16 of 6-bit min;
- * Q6_K 2 x 16 int8 scales (the two 16-element halves). The K formats put each
- * super-block's 16 f16 d (and Q4_K's 16 f16 dmin) before its 8 blocks.
+ * Q5_1 16 f16 d, 16 f16 m; Q4_K and Q5_K 16 bytes of 6-bit scale, 16 of 6-bit
+ * min; Q6_K 2 x 16 int8 scales (the two 16-element halves). The K formats put
+ * each super-block's 16 f16 d (and Q4_K's and Q5_K's 16 f16 dmin) before its
+ * 8 blocks.
  * The bytes of the blocks (Q4_K 3% more). A row's 4 bytes times
  * one token's 4 quantized activations is one vpdpbusd lane: a block's sum
  * for 16 rows accumulates in integers before its single conversion. */
@@ -483,6 +484,7 @@ static int packed_block_bytes(uint32_t type)
     case BT_TYPE_Q8_0: return 8 * 64 + 32;
     case BT_TYPE_MXFP4: return 4 * 64 + 16;
     case BT_TYPE_Q4_K: return 4 * 64 + 32;
+    case BT_TYPE_Q5_K: return 4 * 64 + 64 + 32;
     case BT_TYPE_Q6_K: return 4 * 64 + 128 + 32;
     default: return 0;
     }
@@ -491,12 +493,17 @@ static int packed_block_bytes(uint32_t type)
 /* Whether the packed layout holds a byte per element (else two per byte). */
 static inline bool packed_bytes_fmt(uint32_t type) { return type == BT_TYPE_Q8_0; }
 
-/* The high bits its nibbles have in a plane after them: 1 (Q5_0, Q5_1),
- * 2 (Q6_K) or none; the plane has 64 bytes per bit. */
+/* The high bits its nibbles have in a plane after them: 1 (Q5_0, Q5_1,
+ * Q5_K), 2 (Q6_K) or none; the plane has 64 bytes per bit. */
 static inline int packed_plane(uint32_t type)
 {
-    return type == BT_TYPE_Q5_0 || type == BT_TYPE_Q5_1 ? 1 : type == BT_TYPE_Q6_K ? 2 : 0;
+    return type == BT_TYPE_Q5_0 || type == BT_TYPE_Q5_1 || type == BT_TYPE_Q5_K ? 1
+         : type == BT_TYPE_Q6_K                                                 ? 2
+                                                                                : 0;
 }
+
+/* Q4_K and Q5_K: a super-block's d and dmin, a block's 6-bit scale and min. */
+static inline bool k_min_fmt(uint32_t type) { return type == BT_TYPE_Q4_K || type == BT_TYPE_Q5_K; }
 
 /* Bytes of a block's element vectors (and plane), before its scales. */
 static inline int packed_scales_at(uint32_t type)
@@ -507,7 +514,7 @@ static inline int packed_scales_at(uint32_t type)
 /* Bytes per panel before each super-block of 8 blocks (K formats). */
 static int packed_super_bytes(uint32_t type)
 {
-    return type == BT_TYPE_Q4_K ? 64 : type == BT_TYPE_Q6_K ? 32 : 0;
+    return k_min_fmt(type) ? 64 : type == BT_TYPE_Q6_K ? 32 : 0;
 }
 
 /* Bytes of one panel's row of blocks (nb 32-blocks). */
@@ -563,6 +570,12 @@ static uint8_t element_u(const uint8_t *row, uint32_t type, int64_t b, int k)
         const uint8_t q = w->qs[32 * (j / 2) + k];
         return j % 2 ? q >> 4 : q & 0xf;
     }
+    case BT_TYPE_Q5_K: { /* as Q4_K, and bit j of qh[k] as 16 */
+        const bt_block_q5_k_t *w = (const bt_block_q5_k_t *)row + b / 8;
+        const int j = (int)(b % 8);
+        const uint8_t q = w->qs[32 * (j / 2) + k];
+        return (uint8_t)((j % 2 ? q >> 4 : q & 0xf) | ((w->qh[k] >> j) & 1) << 4);
+    }
     case BT_TYPE_Q6_K: {
         const bt_block_q6_k_t *w = (const bt_block_q6_k_t *)row + b / 8;
         const int h = (int)(b % 8) / 4, g = (int)(b % 4);
@@ -594,6 +607,10 @@ static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
                 uint16_t *sd = (uint16_t *)ob;
                 if (type == BT_TYPE_Q4_K) {
                     const bt_block_q4_k_t *k = (const bt_block_q4_k_t *)row + b / 8;
+                    sd[r] = k->d;
+                    sd[16 + r] = k->dmin;
+                } else if (type == BT_TYPE_Q5_K) {
+                    const bt_block_q5_k_t *k = (const bt_block_q5_k_t *)row + b / 8;
                     sd[r] = k->d;
                     sd[16 + r] = k->dmin;
                 } else {
@@ -629,10 +646,13 @@ static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
                 ((uint16_t *)sc)[r] = ((const bt_block_q4_1_t *)row)[b].d;
                 ((uint16_t *)sc)[16 + r] = ((const bt_block_q4_1_t *)row)[b].m;
                 break;
-            case BT_TYPE_Q4_K: {
+            case BT_TYPE_Q4_K:
+            case BT_TYPE_Q5_K: {
                 int scale, min;
-                bt_k_scale_min(((const bt_block_q4_k_t *)row + b / 8)->scales, (int)(b % 8),
-                               &scale, &min);
+                const uint8_t *scales = type == BT_TYPE_Q4_K
+                                            ? ((const bt_block_q4_k_t *)row + b / 8)->scales
+                                            : ((const bt_block_q5_k_t *)row + b / 8)->scales;
+                bt_k_scale_min(scales, (int)(b % 8), &scale, &min);
                 sc[r] = (uint8_t)scale;
                 sc[16 + r] = (uint8_t)min;
                 break;
@@ -686,7 +706,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
             __builtin_prefetch(pw + Q8_PREFETCH + o, 0, 3);
         if (sb && b % 8 == 0) {
             dsup = v16f_load_f16(pw);
-            if (type == BT_TYPE_Q4_K)
+            if (k_min_fmt(type))
                 msup = v16f_load_f16(pw + 32);
             pw += sb;
         }
@@ -785,7 +805,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
         /* the rows' scales (and minimums) of this block, as wpair gives them */
         const uint8_t *sc = pw + packed_scales_at(type);
         v16f dw, dw2 = v16f_zero(), m = v16f_zero();
-        if (type == BT_TYPE_Q4_K) {
+        if (k_min_fmt(type)) {
             dw = v16f_mul(dsup, v16f_from_u8(sc));
             m = v16f_sub(v16f_zero(), v16f_mul(msup, v16f_from_u8(sc + 16)));
         } else if (q6k) {
@@ -861,6 +881,7 @@ PANELS(Q5_1)
 PANELS(Q8_0)
 PANELS(MXFP4)
 PANELS(Q4_K)
+PANELS(Q5_K)
 PANELS(Q6_K)
 
 static const panel_fn *panels_for(uint32_t type)
@@ -868,7 +889,8 @@ static const panel_fn *panels_for(uint32_t type)
     static const panel_fn q4_0[] = PANEL_ROW(Q4_0), q4_1[] = PANEL_ROW(Q4_1),
                           q5_0[] = PANEL_ROW(Q5_0), q5_1[] = PANEL_ROW(Q5_1),
                           q8_0[] = PANEL_ROW(Q8_0), q4_k[] = PANEL_ROW(Q4_K),
-                          q6_k[] = PANEL_ROW(Q6_K), mxfp4[] = PANEL_ROW(MXFP4);
+                          q5_k[] = PANEL_ROW(Q5_K), q6_k[] = PANEL_ROW(Q6_K),
+                          mxfp4[] = PANEL_ROW(MXFP4);
     switch (type) {
     case BT_TYPE_Q4_0: return q4_0;
     case BT_TYPE_Q4_1: return q4_1;
@@ -876,6 +898,7 @@ static const panel_fn *panels_for(uint32_t type)
     case BT_TYPE_Q5_1: return q5_1;
     case BT_TYPE_MXFP4: return mxfp4;
     case BT_TYPE_Q4_K: return q4_k;
+    case BT_TYPE_Q5_K: return q5_k;
     case BT_TYPE_Q6_K: return q6_k;
     default: return q8_0;
     }
