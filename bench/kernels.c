@@ -790,7 +790,8 @@ static bt_status_t decode_steps(const kb_run_t *r, FILE *out)
             const double bw = peaks_for(r, p->threads.v[t])->read_gbs * 1e9;
             const double now = (before > after ? before : after) * 1e9;
             const double gbs = (double)active / ks.med / 1e9;
-            fprintf(out, "| %s | %s | %d | %.4g | %.1f | %.2f | %.1f | %.0f%% | %.0f%% | %.0f%% |\n",
+            fprintf(out,
+                    "| %s | %s | %d | %.4g | %.1f | %.2f | %.1f | %.0f%% | %.0f%% | %.0f%% |\n",
                     base ? base + 1 : p->models[i], bt_type_info(type)->name,
                     p->threads.v[t], ks.med * 1e3, 1.0 / ks.med, (double)active / (1 << 20), gbs,
                     100.0 * gbs * 1e9 / bw, 100.0 * gbs * 1e9 / now,

@@ -503,7 +503,10 @@ static inline int packed_plane(uint32_t type)
 }
 
 /* Q4_K and Q5_K: a super-block's d and dmin, a block's 6-bit scale and min. */
-static inline bool k_min_fmt(uint32_t type) { return type == BT_TYPE_Q4_K || type == BT_TYPE_Q5_K; }
+static inline bool k_min_fmt(uint32_t type)
+{
+    return type == BT_TYPE_Q4_K || type == BT_TYPE_Q5_K;
+}
 
 /* Bytes of a block's element vectors (and plane), before its scales. */
 static inline int packed_scales_at(uint32_t type)
