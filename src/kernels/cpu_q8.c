@@ -594,6 +594,20 @@ static uint8_t element_u(const uint8_t *row, uint32_t type, int64_t b, int k)
     }
 }
 
+/* Q4_K and Q5_K blocks open alike: the super-block of 32-block b's d,
+ * dmin and 12 bytes of 6-bit scales and mins. */
+static void k_head(const uint8_t *row, uint32_t type, int64_t b, uint16_t *d, uint16_t *dmin,
+                   const uint8_t **scales)
+{
+    if (type == BT_TYPE_Q4_K) {
+        const bt_block_q4_k_t *k = (const bt_block_q4_k_t *)row + b / 8;
+        *d = k->d, *dmin = k->dmin, *scales = k->scales;
+    } else {
+        const bt_block_q5_k_t *k = (const bt_block_q5_k_t *)row + b / 8;
+        *d = k->d, *dmin = k->dmin, *scales = k->scales;
+    }
+}
+
 /* Panel p of W (rows 16p .. 16p + 15, zero rows past n_out) to o. */
 static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
 {
@@ -608,14 +622,9 @@ static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
         for (int64_t b = 0; b < nb; b++) {
             if (sb && b % 8 == 0) { /* the super-block's d (and dmin) */
                 uint16_t *sd = (uint16_t *)ob;
-                if (type == BT_TYPE_Q4_K) {
-                    const bt_block_q4_k_t *k = (const bt_block_q4_k_t *)row + b / 8;
-                    sd[r] = k->d;
-                    sd[16 + r] = k->dmin;
-                } else if (type == BT_TYPE_Q5_K) {
-                    const bt_block_q5_k_t *k = (const bt_block_q5_k_t *)row + b / 8;
-                    sd[r] = k->d;
-                    sd[16 + r] = k->dmin;
+                if (k_min_fmt(type)) {
+                    const uint8_t *unused;
+                    k_head(row, type, b, &sd[r], &sd[16 + r], &unused);
                 } else {
                     sd[r] = ((const bt_block_q6_k_t *)row + b / 8)->d;
                 }
@@ -652,9 +661,9 @@ static void pack_panel(uint8_t *restrict o, const bt_matrix_t *w, int64_t p)
             case BT_TYPE_Q4_K:
             case BT_TYPE_Q5_K: {
                 int scale, min;
-                const uint8_t *scales = type == BT_TYPE_Q4_K
-                                            ? ((const bt_block_q4_k_t *)row + b / 8)->scales
-                                            : ((const bt_block_q5_k_t *)row + b / 8)->scales;
+                uint16_t d, dmin;
+                const uint8_t *scales;
+                k_head(row, type, b, &d, &dmin, &scales);
                 bt_k_scale_min(scales, (int)(b % 8), &scale, &min);
                 sc[r] = (uint8_t)scale;
                 sc[16 + r] = (uint8_t)min;
