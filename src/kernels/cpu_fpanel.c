@@ -32,9 +32,21 @@
  * AVX-512, 4 with AVX2 (one thread: more streams, more loads in flight;
  * short rows: their starts overlap), but 2 for rows longer than
  * GEMV_WIDE_MAX bytes when several threads share the memory (with 8, two
- * threads gave it 16 streams and got 26 GB/s where 2 x 2 got 44). Prefill: 8 tokens of one panel in AVX-512's 32
- * registers, 6 tokens (12 accumulators) in AVX2's 16. */
+ * threads gave it 16 streams and got 26 GB/s where 2 x 2 got 44).
+ * Prefill: 8 tokens of one panel in AVX-512's 32 registers, 6 tokens (12
+ * accumulators) in AVX2's 16. */
 #define GEMV_WIDE_MAX (40 << 10)
+/* A unit of panels up to this many bytes prefetches its thread's next
+ * unit while it is computed, spread over its k steps, into L2
+ * (__builtin_prefetch's locality 2). Short panels are why: the hardware
+ * prefetcher starts again on every new stream, and a unit of the smollm2
+ * shapes is 18-36 KB (8- and 16-token F16 products on a Zen 4 rose from
+ * 54-75% of the FMA peak to 76-85%, one-token ones from 70-79% of one
+ * core's read bandwidth to 79-85%). Larger units stream long enough on
+ * their own; 256 KiB left llama-1b's ffn_down (8192 inputs) out and it
+ * stayed at 69%. */
+#define PF_UNIT_MAX (1024 << 10)
+#define PF_LOCALITY 2
 /* Tokens from which F16/BF16 panels are widened to f32 first (fpanel_share). */
 #define WIDEN_TOKENS 32
 #ifdef BT_SIMD16_AVX512
@@ -109,12 +121,16 @@ static inline __attribute__((always_inline)) v16f load16(const uint8_t *p, const
 
 /* P panels (pstride bytes apart) times T tokens: out[t * ldo + 16 p + i]
  * for the first nr rows of the P panels. P, T and et are constants after
- * inlining. */
+ * inlining. pf, unless NULL: the next unit's P panels, which step k
+ * prefetches the k-th P * 16 elements of, so that they stream in while
+ * these are computed (see fpanel_share). */
 static inline __attribute__((always_inline)) void
-fpanel(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstride,
-       const float *restrict x, int64_t n_in, const int P, const int T, const int et)
+fpanel_loop(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstride,
+            const float *restrict x, int64_t n_in, const uint8_t *pf, const int P, const int T,
+            const int et)
 {
     const size_t es = elem_bytes(et);
+    const size_t pf_step = (size_t)P * 16 * es; /* bytes of the next unit per step */
     v16f acc[GEMV_WIDE][GEMM_TOKENS];
 #pragma GCC unroll 8
     for (int p = 0; p < P; p++)
@@ -123,6 +139,10 @@ fpanel(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstrid
             acc[p][t] = v16f_zero();
 #pragma GCC unroll 2
     for (int64_t k = 0; k < n_in; k++) {
+        if (pf != NULL) /* a constant: fpanel compiles the loop with and without */
+#pragma GCC unroll 8
+            for (size_t b = 0; b < pf_step; b += 64)
+                __builtin_prefetch(pf + (size_t)k * pf_step + b, 0, PF_LOCALITY);
         v16f w[GEMV_WIDE];
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++)
@@ -143,14 +163,26 @@ fpanel(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstrid
     }
 }
 
+static inline __attribute__((always_inline)) void
+fpanel(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstride,
+       const float *restrict x, int64_t n_in, const uint8_t *pf, const int P, const int T,
+       const int et)
+{
+    if (pf != NULL)
+        fpanel_loop(out, ldo, nr, pw, pstride, x, n_in, pf, P, T, et);
+    else
+        fpanel_loop(out, ldo, nr, pw, pstride, x, n_in, NULL, P, T, et);
+}
+
 typedef void (*fpanel_fn)(float *restrict, size_t, int, const uint8_t *, size_t,
-                          const float *restrict, int64_t);
+                          const float *restrict, int64_t, const uint8_t *);
 
 #define FPANEL(name, P, T, et)                                                                 \
     static void fp_##name##_##P##_##T(float *restrict o, size_t ldo, int nr, const uint8_t *pw, \
-                                      size_t ps, const float *restrict x, int64_t n)            \
+                                      size_t ps, const float *restrict x, int64_t n,            \
+                                      const uint8_t *pf)                                        \
     {                                                                                           \
-        fpanel(o, ldo, nr, pw, ps, x, n, P, T, et);                                             \
+        fpanel(o, ldo, nr, pw, ps, x, n, pf, P, T, et);                                         \
     }
 #ifdef BT_SIMD16_AVX512
 #define FPANELS(name, et)                                                                      \
@@ -228,7 +260,7 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
         for (int64_t u = u0; u < u1; u++) {
             const int64_t p0 = u * per_unit, r0 = 16 * p0;
             const int nr = n_out - r0 < 16 * per_unit ? (int)(n_out - r0) : 16 * per_unit;
-            const uint8_t *pw;
+            const uint8_t *pw, *pf = NULL;
             if (widen) {
                 const uint8_t *src = (const uint8_t *)w->packed + (size_t)p0 * pstride_w;
                 for (int p = 0; p < per_unit && p0 + p < n_panels; p++)
@@ -238,15 +270,23 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
                                             et),
                                      16);
                 pw = own;
+                /* The f32 kernel's prefetch steps are twice the source's:
+                 * it fetches the next two units (the second again with the
+                 * next), so both must be inside the weights. */
+                if (u + 1 < u1 && (u + 3) * per_unit <= n_panels)
+                    pf = src + (size_t)per_unit * pstride_w;
             } else if (packed) {
                 pw = (const uint8_t *)w->packed + (size_t)p0 * pstride;
+                if (u + 1 < u1 && (u + 2) * per_unit <= n_panels &&
+                    (size_t)per_unit * pstride <= PF_UNIT_MAX)
+                    pf = pw + (size_t)per_unit * pstride;
             } else {
                 pack_panel(own, ET_F32, w, r0);
                 pw = own;
             }
             if (n_tok == 1 && per_unit > 1 && nr == 16 * per_unit) {
                 (per_unit == 2 ? k->gemv2 : k->gemv_wide)(out + r0, (size_t)n_out, nr, pw,
-                                                          pstride, x, n_in);
+                                                          pstride, x, n_in, pf);
                 continue;
             }
             for (int t = 0; t < n_tok; t += GEMM_TOKENS) {
@@ -255,13 +295,15 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
                 const float *xt = x + (size_t)t * n_in;
 #ifdef BT_SIMD16_AVX512
                 if (per_unit == 2 && nr == 32) {
-                    k->gemm2[tt - 1](o, (size_t)n_out, nr, pw, pstride, xt, n_in);
+                    k->gemm2[tt - 1](o, (size_t)n_out, nr, pw, pstride, xt, n_in,
+                                     t == 0 ? pf : NULL);
                     continue;
                 }
 #endif
                 for (int p = 0; p < per_unit && 16 * p < nr; p++)
                     k->gemm[tt - 1](o + 16 * p, (size_t)n_out, nr - 16 * p,
-                                    pw + (size_t)p * pstride, pstride, xt, n_in);
+                                    pw + (size_t)p * pstride, pstride, xt, n_in,
+                                    t == 0 && p == 0 ? pf : NULL);
             }
         }
     }
