@@ -63,7 +63,8 @@
  * the 4-bit formats near 60% of the read bandwidth (perf: the samples sat
  * on the weight loads); on a Zen 5 VM 6 and 8 KiB ahead took it to the
  * bandwidth, 12 KiB gained less (one set of interleaved runs). Past a
- * matrix's end it reads at most this much of whatever follows. */
+ * matrix's end it reads at most this much of whatever follows. A Zen 4's
+ * own prefetchers do better alone (bt_weight_prefetch). */
 #define Q8_PREFETCH 8192
 
 typedef struct {
@@ -704,7 +705,7 @@ static const int8_t mxfp4_u[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9
  * activations from xb[0 .. nb) (interleave_rows). */
 static inline __attribute__((always_inline)) void
 panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32_t *xb,
-         int64_t nb, const int T, const uint32_t type)
+         int64_t nb, bool prefetch, const int T, const uint32_t type)
 {
     const bool nib = !packed_bytes_fmt(type);
     const bool q6k = type == BT_TYPE_Q6_K;
@@ -714,7 +715,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
     for (int t = 0; t < T; t++)
         acc[t] = v16f_zero();
     for (int64_t b = 0; b < nb; b++, pw += pb, xb += REC_WORDS(T)) {
-        for (int o = 0; o < pb; o += 64)
+        for (int o = 0; prefetch && o < pb; o += 64)
             __builtin_prefetch(pw + Q8_PREFETCH + o, 0, 3);
         if (sb && b % 8 == 0) {
             dsup = v16f_load_f16(pw);
@@ -867,13 +868,13 @@ static void interleave_rows(int32_t *restrict o, q8_rows_t xq, int t0, int nt, i
 }
 
 typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, const int32_t *,
-                         int64_t);
+                         int64_t, bool);
 
 #define PANEL(ty, T)                                                                           \
     static void pn_##ty##_##T(float *restrict o, size_t ldo, int nr, const uint8_t *pw,         \
-                              const int32_t *x, int64_t nb)                                     \
+                              const int32_t *x, int64_t nb, bool pf)                            \
     {                                                                                           \
-        panel_q8(o, ldo, nr, pw, x, nb, T, BT_TYPE_##ty);                                       \
+        panel_q8(o, ldo, nr, pw, x, nb, pf, T, BT_TYPE_##ty);                                   \
     }
 #ifdef BT_SIMD16_AVX512
 #define PANELS(ty)                                                                             \
@@ -949,6 +950,9 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
     const int rows_per = panel ? 16 : 4;
     const panel_fn *panels = panel ? panels_for(w->type) : NULL;
     const size_t pstride = panel ? panel_bytes(w->type, nb) : 0;
+    /* products of more tokens keep the prefetches: pp512 was 3% slower
+     * without them on the Zen 4 too */
+    const bool prefetch = n_tok > 1 || bt_weight_prefetch();
     {
         /* scratch: the quantized chunk, Q8_TOKENS x (n_in + 16 n_in / 32)
          * bytes; room for one packed panel; the chunk's records for the
@@ -981,7 +985,7 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
                     for (int t = 0; t < nt; t += Q8_PANEL_TOKENS) {
                         const int tt = nt - t < Q8_PANEL_TOKENS ? nt - t : Q8_PANEL_TOKENS;
                         panels[tt - 1](o + (size_t)t * n_out, (size_t)n_out, nr, pw,
-                                       recs + (size_t)REC_WORDS(t) * nb, nb);
+                                       recs + (size_t)REC_WORDS(t) * nb, nb, prefetch);
                     }
                     continue;
                 }
