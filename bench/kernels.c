@@ -594,10 +594,12 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
     fprintf(f, "## baton-bench --kernels (build %s)\n\n", BT_BUILD_COMMIT);
-    fprintf(f, "CPU: %s, %d cores; kernels and peak loops: the %s build (BATON_ISA); load "
+    fprintf(f, "CPU: %s, %d cores; kernels and peak loops: the %s build (BATON_ISA); "
+               "one-token quantized products %s their weights (BATON_PREFETCH); load "
                "average %.2f before, %.2f after (other processes on these cores slow the "
                "multi-thread rows most)\n\n",
-            cpu, omp_get_num_procs(), bt_isa_name(bt_isa_active()), r->load[0], r->load[1]);
+            cpu, omp_get_num_procs(), bt_isa_name(bt_isa_active()),
+            bt_weight_prefetch() ? "prefetch" : "do not prefetch", r->load[0], r->load[1]);
     if (r->gpu[0] != '\0')
         fprintf(f, "%s\n\n", r->gpu);
     fprintf(f, "FMA peak: ");
