@@ -245,7 +245,7 @@ static bool own_prefetch_enough(void)
         return false;
     if (!__get_cpuid(1, &a, &b, &c, &d))
         return false;
-    const unsigned family = (a >> 8 & 0xf) + (a >> 20 & 0xff);
+    const unsigned base = a >> 8 & 0xf, family = base == 0xf ? base + (a >> 20 & 0xff) : base;
     return family == 0x19 && bt_isa_missing(BT_ISA_TOP) == NULL; /* Zen 3 has no AVX-512 */
 #else
     return false;

@@ -224,10 +224,11 @@ bt_isa_t bt_isa_active(void);
 bool bt_isa_select(bt_isa_t isa);
 
 /* Whether the quantized kernels prefetch their weights ahead of the
- * hardware prefetcher in one-token products (more tokens always do): BATON_PREFETCH=1 or 0 if set (anything else
- * is reported once on stderr and ignored), else true except on AMD
- * family 19h with AVX-512 (Zen 4), whose own prefetchers read a one-token
- * product faster without (docs/kernels.md). Never changes a result. */
+ * hardware prefetcher in one-token products (more tokens always do):
+ * BATON_PREFETCH=1 or 0 if set (anything else is reported once on stderr
+ * and ignored), else true except on AMD family 19h with AVX-512 (Zen 4),
+ * whose own prefetchers read a one-token product faster without
+ * (docs/kernels.md). Never changes a result. */
 bool bt_weight_prefetch(void);
 
 /* Applies BATON_ISA: unset, empty or "auto" selects the best set; a name
