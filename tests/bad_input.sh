@@ -336,6 +336,12 @@ fails 2 "BATON_ISA: 'AVX2' is not one of auto, $isas" env BATON_ISA=AVX2 \
     "$bb" -m "$m" -p 8 -n 0 -r 1
 fails 0 "BATON_ISA: 'neon' is not one of auto, $isas" env BATON_ISA=neon \
     "$bb" --kernels --kernel-shapes tiny
+# the kernels' prefetch switch (BATON_PREFETCH), the same way
+fails 0 "BATON_PREFETCH: 'x' is not 0 or 1" env BATON_PREFETCH=x "$b" -m "$m" --tokens 1
+fails 1 "BATON_PREFETCH: '2' is not 0 or 1" "$b" -m "$m" --tokens 1 \
+    : -np 1 env BATON_PREFETCH=2 "$b" -m "$m" --tokens 1
+fails 0 "BATON_PREFETCH: 'yes' is not 0 or 1" env BATON_PREFETCH=yes \
+    "$bb" --kernels --kernel-shapes tiny
 
 # ---- a model family's strict loading (on 2 ranks: every rank refuses, one reports) ----
 golden_dir=${BT_GOLDEN_DIR:-${BT_SRCDIR:-$(dirname "$0")/..}/tests/data/golden}

@@ -222,12 +222,6 @@ bool bt_isa_select(bt_isa_t isa)
     return true;
 }
 
-bool bt_isa_from_env(char *why, size_t n)
-{
-    const int isa = env_choice(why, n);
-    return isa >= 0 && bt_isa_select((bt_isa_t)isa);
-}
-
 /* ---- software prefetch of packed weights (bt_weight_prefetch) ---- */
 
 static bool weight_prefetch;
@@ -252,22 +246,35 @@ static bool own_prefetch_enough(void)
 #endif
 }
 
-static void choose_prefetch(void)
+/* BATON_PREFETCH: 1 or 0; -1 unset or empty (the CPU decides); -2 neither. */
+static int prefetch_env(void)
 {
     const char *v = getenv("BATON_PREFETCH");
-    if (v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)) {
-        weight_prefetch = v[0] == '1';
-        return;
-    }
-    if (v != NULL && v[0] != '\0')
-        fprintf(stderr, "warning: BATON_PREFETCH: '%s' is not 0 or 1; choosing by the CPU\n", v);
-    weight_prefetch = !own_prefetch_enough();
+    if (v == NULL || v[0] == '\0')
+        return -1;
+    return strcmp(v, "1") == 0 ? 1 : strcmp(v, "0") == 0 ? 0 : -2;
+}
+
+static void choose_prefetch(void)
+{
+    const int v = prefetch_env(); /* -2: bt_isa_from_env stopped the programs */
+    weight_prefetch = v >= 0 ? v == 1 : !own_prefetch_enough();
 }
 
 bool bt_weight_prefetch(void)
 {
     pthread_once(&prefetch_chosen, choose_prefetch);
     return weight_prefetch;
+}
+
+bool bt_isa_from_env(char *why, size_t n)
+{
+    const int isa = env_choice(why, n);
+    if (isa >= 0 && prefetch_env() == -2) {
+        snprintf(why, n, "BATON_PREFETCH: '%s' is not 0 or 1", getenv("BATON_PREFETCH"));
+        return false;
+    }
+    return isa >= 0 && bt_isa_select((bt_isa_t)isa);
 }
 
 /* ---- the public tables: the active build's ops ---- */

@@ -225,15 +225,16 @@ bool bt_isa_select(bt_isa_t isa);
 
 /* Whether the quantized kernels prefetch their weights ahead of the
  * hardware prefetcher in one-token products (more tokens always do):
- * BATON_PREFETCH=1 or 0 if set (anything else is reported once on stderr
- * and ignored), else true except on AMD family 19h with AVX-512 (Zen 4),
+ * BATON_PREFETCH=1 or 0 if set (bt_isa_from_env refuses anything else),
+ * else true except on AMD family 19h with AVX-512 (Zen 4),
  * whose own prefetchers read a one-token product faster without
  * (docs/kernels.md). Never changes a result. */
 bool bt_weight_prefetch(void);
 
 /* Applies BATON_ISA: unset, empty or "auto" selects the best set; a name
  * selects that set. False, with the reason in why (n bytes), when the value
- * names no set or one this CPU cannot run; the active set is unchanged. */
+ * names no set or one this CPU cannot run, or BATON_PREFETCH is set to
+ * neither 0 nor 1 (bt_weight_prefetch); the active set is unchanged. */
 bool bt_isa_from_env(char *why, size_t n);
 
 /* For measuring the machine (baton-bench), with the active set's vectors:
