@@ -38,13 +38,12 @@
 #define GEMV_WIDE_MAX (40 << 10)
 /* A unit of panels up to this many bytes prefetches its thread's next
  * unit while it is computed, spread over its k steps, into L2
- * (__builtin_prefetch's locality 2). Short panels are why: the hardware
- * prefetcher starts again on every new stream, and a unit of the smollm2
- * shapes is 18-36 KB (8- and 16-token F16 products on a Zen 4 rose from
- * 54-75% of the FMA peak to 76-85%, one-token ones from 70-79% of one
- * core's read bandwidth to 79-85%). Larger units stream long enough on
- * their own; 256 KiB left llama-1b's ffn_down (8192 inputs) out and it
- * stayed at 69%. */
+ * (__builtin_prefetch's locality 2; 3 lost 3-15 points). Short panels
+ * are why: the hardware prefetcher starts again on every new stream, and
+ * a smollm2 F16 panel is 18-48 KB (8- and 16-token F16 products on a Zen
+ * 4 rose from 60-76% of the FMA peak to 79-86%, docs/benchmarking.md
+ * 2026-12-05). Larger units stream long enough on their own, but 256 KiB
+ * left llama-1b's ffn_down (8192 inputs) out and it stayed at 69%. */
 #define PF_UNIT_MAX (1024 << 10)
 #define PF_LOCALITY 2
 /* Tokens from which F16/BF16 panels are widened to f32 first (fpanel_share). */
