@@ -76,26 +76,31 @@ static double measure_peak(float (*loop)(int64_t, double *), int n_threads, doub
     return best;
 }
 
-/* GB/s of summing buf[0 .. n) on n_threads threads (static chunks): best of
- * at least 3 passes and ~target s. */
+/* GB/s of one pass summing buf[0 .. n) on n_threads threads (static chunks). */
+static double read_pass(const float *buf, size_t n, int n_threads)
+{
+    float total = 0.0f;
+    double t0 = bt_now();
+#pragma omp parallel num_threads(n_threads) reduction(+ : total)
+    {
+        const size_t nt = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
+        const size_t chunk = (n / nt + 63) & ~(size_t)63; /* whole cache lines */
+        const size_t lo = me * chunk < n ? me * chunk : n;
+        const size_t hi = lo + chunk < n ? lo + chunk : n;
+        total += bt_peak_sum(buf + lo, hi - lo);
+    }
+    double t = bt_now() - t0;
+    kb_sink += total;
+    return (double)n * sizeof(float) / t * 1e-9;
+}
+
+/* GB/s of summing buf[0 .. n): best of at least 3 passes and ~target s. */
 static double measure_read(const float *buf, size_t n, int n_threads, double target)
 {
     double best = 0.0, spent = 0.0;
     for (int pass = 0; pass < 3 || (spent < target && pass < 100); pass++) {
-        float total = 0.0f;
-        double t0 = bt_now();
-#pragma omp parallel num_threads(n_threads) reduction(+ : total)
-        {
-            const size_t nt = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
-            const size_t chunk = (n / nt + 63) & ~(size_t)63; /* whole cache lines */
-            const size_t lo = me * chunk < n ? me * chunk : n;
-            const size_t hi = lo + chunk < n ? lo + chunk : n;
-            total += bt_peak_sum(buf + lo, hi - lo);
-        }
-        double t = bt_now() - t0;
-        spent += t;
-        kb_sink += total;
-        double gbs = (double)n * sizeof(float) / t * 1e-9;
+        double t0 = bt_now(), gbs = read_pass(buf, n, n_threads);
+        spent += bt_now() - t0;
         best = gbs > best ? gbs : best;
     }
     return best;
@@ -429,7 +434,7 @@ typedef struct kb_run {
     float *row;        /* [max_n_in]: a pool row before quantization */
     uint8_t *pool_mem; /* room for the largest pair of pools of any shape and type */
     float *now_buf;    /* [now_n]: the read-bandwidth buffer of the GEMV rows (read_now) */
-    size_t now_n;
+    size_t now_n, now_win, now_next; /* read in windows of now_win floats; the next one */
     float *scratch_buf;
     size_t scratch_per_thread;
     double *samples; /* [reps] */
@@ -466,9 +471,21 @@ static void measure_gpu(const bt_bench_params_t *p, char *line, size_t n)
  * the next (a 2-core VM measured 35 and 61 GB/s on two threads minutes
  * apart), so a one-token product is set against what its own moment
  * allowed as well as against the run's best. */
-static double read_now(const kb_run_t *r, int threads)
+static double read_now(kb_run_t *r, int threads)
 {
-    return measure_read(r->now_buf, r->now_n, threads, 0.02);
+    /* each pass reads the next window of a buffer 4x the L3 (or more), so
+     * a pass never finds its window in a large L3 (a Xeon's 260 MiB held
+     * a 128 MiB buffer, which then read at 1.7x the memory's speed) */
+    const size_t windows = r->now_n / r->now_win;
+    double best = 0.0, spent = 0.0;
+    for (int pass = 0; pass < 3 || (spent < 0.02 && pass < 100); pass++) {
+        const float *win = r->now_buf + r->now_next * r->now_win;
+        r->now_next = (r->now_next + 1) % windows;
+        double t0 = bt_now(), gbs = read_pass(win, r->now_win, threads);
+        spent += bt_now() - t0;
+        best = gbs > best ? gbs : best;
+    }
+    return best;
 }
 
 static void time_row(kb_run_t *r, const bt_ops_t *ops, const char *kernel, uint32_t type,
@@ -595,11 +612,12 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
     cpu_name(cpu, sizeof cpu);
     fprintf(f, "## baton-bench --kernels (build %s)\n\n", BT_BUILD_COMMIT);
     fprintf(f, "CPU: %s, %d cores; kernels and peak loops: the %s build (BATON_ISA); "
-               "one-token quantized products %s their weights (BATON_PREFETCH); load "
+               "one-token products %s their weights (BATON_PREFETCH; float panels: %s); load "
                "average %.2f before, %.2f after (other processes on these cores slow the "
                "multi-thread rows most)\n\n",
             cpu, omp_get_num_procs(), bt_isa_name(bt_isa_active()),
-            bt_weight_prefetch() ? "prefetch" : "do not prefetch", r->load[0], r->load[1]);
+            bt_weight_prefetch() ? "prefetch" : "do not prefetch",
+            bt_weight_prefetch() ? "each stream ahead" : "the next unit", r->load[0], r->load[1]);
     if (r->gpu[0] != '\0')
         fprintf(f, "%s\n\n", r->gpu);
     fprintf(f, "FMA peak: ");
@@ -637,9 +655,10 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
                "peak (the cpu kernels of the quantized types with 8-bit activations) and %% read "
                "BW against the peak of the same thread count (GEMM: FLOP/s, GEMV: GB/s matter); "
                "%% read BW now, a GEMV's GB/s against the read bandwidth of its thread count "
-               "measured just before and after it (the larger; %zu MiB). "
+               "measured just before and after it (the larger; passes of %zu MiB, each the next of %zu "
+               "windows of a cold buffer). "
                "The matmul runs products under 2^18 multiply-adds on one thread. Shapes: ",
-            r->now_n * sizeof(float) >> 20);
+            r->now_win * sizeof(float) >> 20, r->now_n / r->now_win);
     for (int i = 0; i < n_shapes; i++)
         fprintf(f, "%s%s", i ? ", " : "", shapes[i].name);
     fprintf(f, " (n_in->n_out).\n\n");
@@ -754,7 +773,7 @@ done:
 /* The decode-step table: for each -m model and -t count, a token's time,
  * the weight bytes it streams over that time, and the share of the step
  * the streams do not explain at the measured read bandwidth. */
-static bt_status_t decode_steps(const kb_run_t *r, FILE *out)
+static bt_status_t decode_steps(kb_run_t *r, FILE *out)
 {
     const bt_bench_params_t *p = r->p;
     const bt_ops_t *ops = p->ops == &bt_ops_auto || strcmp(p->ops->name, "cuda") == 0 ? &bt_ops_cpu
@@ -868,7 +887,8 @@ bt_status_t bt_bench_kernels(const bt_bench_params_t *p, FILE *out)
     r.row = malloc(sizeof(float) * (size_t)max_in);
     r.rows = malloc(sizeof(kb_row_t) * (size_t)r.max_rows);
     r.pool_mem = bt_alloc_huge((size_t)pool_bytes); /* as a model's weights (--mmap 0, packed) */
-    r.now_n = (size_t)(p->kernel_bw_mib < 128 ? p->kernel_bw_mib : 128) << 18; /* floats */
+    r.now_win = (size_t)(p->kernel_bw_mib < 128 ? p->kernel_bw_mib : 128) << 18; /* floats */
+    r.now_n = r.now_win * (size_t)((cold / sizeof(float) + r.now_win - 1) / r.now_win);
     r.now_buf = bt_alloc_huge(r.now_n * sizeof(float));
     if (r.peaks == NULL || r.x == NULL || r.y == NULL || r.scratch_buf == NULL ||
         r.samples == NULL || r.row == NULL || r.rows == NULL || r.pool_mem == NULL ||
