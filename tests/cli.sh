@@ -67,19 +67,24 @@ if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "tiny bf16 same tokens for -t 1 and -
     bad "tiny bf16: '$a' vs '$b'"; fi
 c=$(timeout 60 "$bin/baton" -m "$m" --tokens 5,6,7 -n 4 --ref-kernels 2>/dev/null)
 if [ "$a" = "$c" ]; then ok "tiny bf16 reference kernels agree"; else bad "ref: '$a' vs '$c'"; fi
-# BATON_PREFETCH moves the quantized kernels' prefetches, never a bit of a
-# result (a value that is not 0 or 1: tests/bad_input.sh)
-q="$tmp/tiny-q8.gguf"
-timeout 60 "$bin/baton-mkmodel" --shape tiny --n-layer 2 --type q8_0 --seed 4 -o "$q" >/dev/null
-for v in 0 1; do
-    BATON_PREFETCH=$v timeout 60 "$bin/baton" -m "$q" --tokens 5,6,7 -n 4 -t 1 \
-        --dump-logits "$tmp/pf$v.bin" >/dev/null 2>"$tmp/pf$v.err"
+# BATON_PREFETCH moves the one-token products' prefetches (the quantized
+# kernels' own; the float panels' per stream or their next unit), never a
+# bit of a result (a value that is not 0 or 1: tests/bad_input.sh). Rows
+# of 256 make whole units of 8 float panels, which take the per-stream path.
+for t in q8_0 f16; do
+    q="$tmp/tiny-$t.gguf"
+    timeout 60 "$bin/baton-mkmodel" --shape tiny --n-layer 2 --n-embd 256 --n-ff 512 --type "$t" \
+        --seed 4 -o "$q" >/dev/null
+    for v in 0 1; do
+        BATON_PREFETCH=$v timeout 60 "$bin/baton" -m "$q" --tokens 5,6,7 -n 4 -t 1 \
+            --dump-logits "$tmp/pf$v.bin" >/dev/null 2>"$tmp/pf$v.err"
+    done
+    if [ -s "$tmp/pf0.bin" ] && cmp -s "$tmp/pf0.bin" "$tmp/pf1.bin"
+    then ok "$t: BATON_PREFETCH=0, 1: the same logits"; else bad "$t: BATON_PREFETCH changed the logits"; fi
+    if ! grep -q BATON_PREFETCH "$tmp/pf0.err" "$tmp/pf1.err"
+    then ok "$t: BATON_PREFETCH=0, 1 accepted quietly"; else bad "$t: BATON_PREFETCH: $(cat "$tmp"/pf?.err)"; fi
+    rm -f "$q"
 done
-if [ -s "$tmp/pf0.bin" ] && cmp -s "$tmp/pf0.bin" "$tmp/pf1.bin"
-then ok "BATON_PREFETCH=0, 1: the same logits"; else bad "BATON_PREFETCH changed the logits"; fi
-if ! grep -q BATON_PREFETCH "$tmp/pf0.err" "$tmp/pf1.err"
-then ok "BATON_PREFETCH=0, 1 accepted quietly"; else bad "BATON_PREFETCH: $(cat "$tmp"/pf?.err)"; fi
-rm -f "$q"
 # an f16 KV cache: the same tokens whatever the micro-batch, and the
 # reference kernels read the same f16 cache
 a=$(timeout 60 "$bin/baton" -m "$m" --tokens 5,6,7,8,9 -n 4 -t 1 --kv-type f16 2>/dev/null)

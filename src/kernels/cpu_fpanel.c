@@ -46,6 +46,16 @@
  * left llama-1b's ffn_down (8192 inputs) out and it stayed at 69%. */
 #define PF_UNIT_MAX (1024 << 10)
 #define PF_LOCALITY 2
+/* Where the CPU wants software prefetches for one-token products
+ * (bt_weight_prefetch), each of a one-token unit's panel streams instead
+ * prefetches its own weights this many bytes ahead into L1, and the next
+ * unit is left alone: on a Xeon (Sapphire Rapids class) llama-1b's F16
+ * GEMVs on one thread rose from 72-78% of the read bandwidth to 89-96%
+ * (0.5 and 1 KiB ahead: 81-94%, 4 KiB: 85-92%; the next-unit prefetch
+ * alone 72-78%, and with the streams' 2 KiB: 80-85%; docs/benchmarking.md
+ * 2026-12-05). Past a matrix's end it prefetches at most this much of
+ * whatever follows. */
+#define PF_AHEAD 2048
 /* Tokens from which F16/BF16 panels are widened to f32 first (fpanel_share). */
 #define WIDEN_TOKENS 32
 #ifdef BT_SIMD16_AVX512
@@ -122,11 +132,12 @@ static inline __attribute__((always_inline)) v16f load16(const uint8_t *p, const
  * for the first nr rows of the P panels. P, T and et are constants after
  * inlining. pf, unless NULL: the next unit's P panels, which step k
  * prefetches the k-th P * 16 elements of, so that they stream in while
- * these are computed (see fpanel_share). */
+ * these are computed (see fpanel_share). ahead (a constant): each panel
+ * prefetches its own weights PF_AHEAD bytes ahead. */
 static inline __attribute__((always_inline)) void
 fpanel_loop(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstride,
             const float *restrict x, int64_t n_in, const uint8_t *pf, const int P, const int T,
-            const int et)
+            const int et, const bool ahead)
 {
     const size_t es = elem_bytes(et);
     const size_t pf_step = (size_t)P * 16 * es; /* bytes of the next unit per step */
@@ -142,6 +153,10 @@ fpanel_loop(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t p
 #pragma GCC unroll 8
             for (size_t b = 0; b < pf_step; b += 64)
                 __builtin_prefetch(pf + (size_t)k * pf_step + b, 0, PF_LOCALITY);
+        if (ahead && ((size_t)k * 16 * es) % 64 == 0) /* once a cache line */
+#pragma GCC unroll 8
+            for (int p = 0; p < P; p++)
+                __builtin_prefetch(pw + (size_t)p * pstride + (size_t)k * 16 * es + PF_AHEAD, 0, 3);
         v16f w[GEMV_WIDE];
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++)
@@ -168,9 +183,17 @@ fpanel(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstrid
        const int et)
 {
     if (pf != NULL)
-        fpanel_loop(out, ldo, nr, pw, pstride, x, n_in, pf, P, T, et);
+        fpanel_loop(out, ldo, nr, pw, pstride, x, n_in, pf, P, T, et, false);
     else
-        fpanel_loop(out, ldo, nr, pw, pstride, x, n_in, NULL, P, T, et);
+        fpanel_loop(out, ldo, nr, pw, pstride, x, n_in, NULL, P, T, et, false);
+}
+
+/* One token, P panels, each prefetching its own stream (PF_AHEAD). */
+static inline __attribute__((always_inline)) void
+fpanel_ahead(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstride,
+             const float *restrict x, int64_t n_in, const int P, const int et)
+{
+    fpanel_loop(out, ldo, nr, pw, pstride, x, n_in, NULL, P, 1, et, true);
 }
 
 typedef void (*fpanel_fn)(float *restrict, size_t, int, const uint8_t *, size_t,
@@ -183,15 +206,24 @@ typedef void (*fpanel_fn)(float *restrict, size_t, int, const uint8_t *, size_t,
     {                                                                                           \
         fpanel(o, ldo, nr, pw, ps, x, n, pf, P, T, et);                                         \
     }
+#define FPANEL_AHEAD(name, P, et)                                                              \
+    static void fpa_##name##_##P(float *restrict o, size_t ldo, int nr, const uint8_t *pw,      \
+                                 size_t ps, const float *restrict x, int64_t n,                 \
+                                 const uint8_t *pf)                                             \
+    {                                                                                           \
+        (void)pf;                                                                               \
+        fpanel_ahead(o, ldo, nr, pw, ps, x, n, P, et);                                          \
+    }
 #ifdef BT_SIMD16_AVX512
 #define FPANELS(name, et)                                                                      \
     FPANEL(name, 8, 1, et) FPANEL(name, 2, 1, et) FPANEL(name, 1, 1, et)                        \
+    FPANEL_AHEAD(name, 8, et) FPANEL_AHEAD(name, 2, et)                                         \
     FPANEL(name, 1, 2, et) FPANEL(name, 1, 3, et) FPANEL(name, 1, 4, et)                        \
     FPANEL(name, 1, 5, et) FPANEL(name, 1, 6, et) FPANEL(name, 1, 7, et) FPANEL(name, 1, 8, et) \
     FPANEL(name, 2, 2, et) FPANEL(name, 2, 3, et) FPANEL(name, 2, 4, et)                        \
     FPANEL(name, 2, 5, et) FPANEL(name, 2, 6, et) FPANEL(name, 2, 7, et) FPANEL(name, 2, 8, et)
 #define FPANEL_KERNELS(name)                                                                   \
-    {fp_##name##_8_1, fp_##name##_2_1,                                                          \
+    {fp_##name##_8_1, fp_##name##_2_1, fpa_##name##_8, fpa_##name##_2,                          \
      {fp_##name##_1_1, fp_##name##_1_2, fp_##name##_1_3, fp_##name##_1_4, fp_##name##_1_5,     \
       fp_##name##_1_6, fp_##name##_1_7, fp_##name##_1_8},                                       \
      {fp_##name##_2_1, fp_##name##_2_2, fp_##name##_2_3, fp_##name##_2_4, fp_##name##_2_5,     \
@@ -199,10 +231,11 @@ typedef void (*fpanel_fn)(float *restrict, size_t, int, const uint8_t *, size_t,
 #else
 #define FPANELS(name, et)                                                                      \
     FPANEL(name, 4, 1, et) FPANEL(name, 2, 1, et) FPANEL(name, 1, 1, et)                        \
+    FPANEL_AHEAD(name, 4, et) FPANEL_AHEAD(name, 2, et)                                         \
     FPANEL(name, 1, 2, et) FPANEL(name, 1, 3, et) FPANEL(name, 1, 4, et)                        \
     FPANEL(name, 1, 5, et) FPANEL(name, 1, 6, et)
 #define FPANEL_KERNELS(name)                                                                   \
-    {fp_##name##_4_1, fp_##name##_2_1,                                                          \
+    {fp_##name##_4_1, fp_##name##_2_1, fpa_##name##_4, fpa_##name##_2,                          \
      {fp_##name##_1_1, fp_##name##_1_2, fp_##name##_1_3, fp_##name##_1_4, fp_##name##_1_5,     \
       fp_##name##_1_6}}
 #endif
@@ -213,6 +246,7 @@ FPANELS(bf16, ET_BF16)
 typedef struct {
     fpanel_fn gemv_wide;         /* GEMV_WIDE panels, 1 token */
     fpanel_fn gemv2;             /* 2 panels, 1 token */
+    fpanel_fn gemv_wide_ahead, gemv2_ahead; /* the same, each stream prefetching (PF_AHEAD) */
     fpanel_fn gemm[GEMM_TOKENS]; /* 1 panel, 1 .. GEMM_TOKENS tokens */
 #ifdef BT_SIMD16_AVX512
     fpanel_fn gemm2[GEMM_TOKENS]; /* 2 panels, 1 .. GEMM_TOKENS tokens */
@@ -253,6 +287,9 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
                        : n_tok > 1 ? pair
                        : nth == 1 || pstride <= GEMV_WIDE_MAX ? GEMV_WIDE : 2;
     const int64_t n_units = (n_panels + per_unit - 1) / per_unit;
+    /* one token: the panels' own streams prefetch where the CPU wants it
+     * (PF_AHEAD), else the next unit does (PF_UNIT_MAX) */
+    const bool ahead = packed && n_tok == 1 && bt_weight_prefetch();
     {
         const int64_t u0 = n_units * me / nth, u1 = n_units * (me + 1) / nth;
         uint8_t *own = (uint8_t *)(s->buf + (size_t)me * s->per_thread);
@@ -276,7 +313,7 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
                     pf = src + (size_t)per_unit * pstride_w;
             } else if (packed) {
                 pw = (const uint8_t *)w->packed + (size_t)p0 * pstride;
-                if (u + 1 < u1 && (u + 2) * per_unit <= n_panels &&
+                if (!ahead && u + 1 < u1 && (u + 2) * per_unit <= n_panels &&
                     (size_t)per_unit * pstride <= PF_UNIT_MAX)
                     pf = pw + (size_t)per_unit * pstride;
             } else {
@@ -284,8 +321,9 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
                 pw = own;
             }
             if (n_tok == 1 && per_unit > 1 && nr == 16 * per_unit) {
-                (per_unit == 2 ? k->gemv2 : k->gemv_wide)(out + r0, (size_t)n_out, nr, pw,
-                                                          pstride, x, n_in, pf);
+                const fpanel_fn f = ahead ? (per_unit == 2 ? k->gemv2_ahead : k->gemv_wide_ahead)
+                                          : (per_unit == 2 ? k->gemv2 : k->gemv_wide);
+                f(out + r0, (size_t)n_out, nr, pw, pstride, x, n_in, pf);
                 continue;
             }
             for (int t = 0; t < n_tok; t += GEMM_TOKENS) {
