@@ -94,12 +94,18 @@ static double read_pass(const float *buf, size_t n, int n_threads)
     return (double)n * sizeof(float) / t * 1e-9;
 }
 
-/* GB/s of summing buf[0 .. n): best of at least 3 passes and ~target s. */
-static double measure_read(const float *buf, size_t n, int n_threads, double target)
+/* GB/s of summing buf[0 .. n): best of at least 3 passes and ~target s.
+ * Each pass reads the window of win floats after the last one (*next; n a
+ * multiple of win), so with n large enough no pass finds its window in the
+ * L3; win = n reads the whole buffer every pass. */
+static double measure_read(const float *buf, size_t n, size_t win, size_t *next, int n_threads,
+                           double target)
 {
     double best = 0.0, spent = 0.0;
     for (int pass = 0; pass < 3 || (spent < target && pass < 100); pass++) {
-        double t0 = bt_now(), gbs = read_pass(buf, n, n_threads);
+        const float *w = buf + *next * win;
+        *next = (*next + 1) % (n / win);
+        double t0 = bt_now(), gbs = read_pass(w, win, n_threads);
         spent += bt_now() - t0;
         best = gbs > best ? gbs : best;
     }
@@ -473,19 +479,9 @@ static void measure_gpu(const bt_bench_params_t *p, char *line, size_t n)
  * allowed as well as against the run's best. */
 static double read_now(kb_run_t *r, int threads)
 {
-    /* each pass reads the next window of a buffer 4x the L3 (or more), so
-     * a pass never finds its window in a large L3 (a Xeon's 260 MiB held
-     * a 128 MiB buffer, which then read at 1.7x the memory's speed) */
-    const size_t windows = r->now_n / r->now_win;
-    double best = 0.0, spent = 0.0;
-    for (int pass = 0; pass < 3 || (spent < 0.02 && pass < 100); pass++) {
-        const float *win = r->now_buf + r->now_next * r->now_win;
-        r->now_next = (r->now_next + 1) % windows;
-        double t0 = bt_now(), gbs = read_pass(win, r->now_win, threads);
-        spent += bt_now() - t0;
-        best = gbs > best ? gbs : best;
-    }
-    return best;
+    /* windows of a buffer 4x the L3 (or more): a Xeon's 260 MiB L3 held a
+     * single 128 MiB buffer, which then read at 1.7x the memory's speed */
+    return measure_read(r->now_buf, r->now_n, r->now_win, &r->now_next, threads, 0.02);
 }
 
 static void time_row(kb_run_t *r, const bt_ops_t *ops, const char *kernel, uint32_t type,
@@ -587,7 +583,8 @@ static bt_status_t measure_machine(const bt_bench_params_t *p, kb_peaks_t *peaks
     for (int i = 0; i < n_peaks; i++) {
         const double fma = measure_peak(bt_peak_fma, peaks[i].threads, 0.1);
         const double dot = measure_peak(bt_peak_dot, peaks[i].threads, 0.1);
-        const double read = measure_read(buf, n, peaks[i].threads, 0.2);
+        size_t whole = 0;
+        const double read = measure_read(buf, n, n, &whole, peaks[i].threads, 0.2);
         peaks[i].fma_gflops = fma > peaks[i].fma_gflops ? fma : peaks[i].fma_gflops;
         peaks[i].dot_gops = dot > peaks[i].dot_gops ? dot : peaks[i].dot_gops;
         peaks[i].read_gbs = read > peaks[i].read_gbs ? read : peaks[i].read_gbs;
@@ -612,12 +609,14 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
     cpu_name(cpu, sizeof cpu);
     fprintf(f, "## baton-bench --kernels (build %s)\n\n", BT_BUILD_COMMIT);
     fprintf(f, "CPU: %s, %d cores; kernels and peak loops: the %s build (BATON_ISA); "
-               "one-token products %s their weights (BATON_PREFETCH; float panels: %s); load "
+               "one-token products prefetch their weights (BATON_PREFETCH): quantized %s, "
+               "float panels %s; load "
                "average %.2f before, %.2f after (other processes on these cores slow the "
                "multi-thread rows most)\n\n",
             cpu, omp_get_num_procs(), bt_isa_name(bt_isa_active()),
-            bt_weight_prefetch() ? "prefetch" : "do not prefetch",
-            bt_weight_prefetch() ? "each stream ahead" : "the next unit", r->load[0], r->load[1]);
+            bt_weight_prefetch() ? "ahead of their loads" : "not at all",
+            bt_weight_prefetch() ? "ahead along each stream" : "their next unit", r->load[0],
+            r->load[1]);
     if (r->gpu[0] != '\0')
         fprintf(f, "%s\n\n", r->gpu);
     fprintf(f, "FMA peak: ");
