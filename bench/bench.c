@@ -170,6 +170,28 @@ static bt_status_t probe_links(bench_t *b)
     return st;
 }
 
+/* -v on a hybrid layout (tp tensor ranks, 2 stages or more): the stage
+ * boundary's ways of crossing (stages/linkprobe.h) for one row and for a
+ * micro-batch of max_tok rows of n_embd floats, printed by rank 0. */
+static bt_status_t probe_boundary(const bench_t *b, int tp, int n_embd, int max_tok)
+{
+    const int rows[2] = {1, max_tok};
+    for (int i = 0; i < 2 && (i == 0 || max_tok > 1); i++) {
+        const size_t bytes = (size_t)rows[i] * (size_t)n_embd * sizeof(float);
+        double sec[BT_BOUNDARY_N];
+        bt_status_t st = bt_linkprobe_boundary(b->comm, tp, bytes, 5, sec);
+        if (st != BT_OK)
+            return st;
+        if (b->rank == 0)
+            bt_log_info("stage boundary, %d stages x %d tensor ranks, %d rows (%zu B): "
+                        "%s %.1f us, %s %.1f us, %s %.1f us (median of 5)",
+                        b->size / tp, tp, rows[i], bytes, bt_boundary_names[0], sec[0] * 1e6,
+                        bt_boundary_names[1], sec[1] * 1e6, bt_boundary_names[2],
+                        sec[2] * 1e6);
+    }
+    return BT_OK;
+}
+
 /* ---- one test ---- */
 
 /* Prompt in logical batches of -b, each in micro-batches of -ub. */
@@ -318,6 +340,12 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         return st;
     double g_lat = 0, g_bw = 0; /* tensor ranks: their gathers, for baton-plan --compare */
     if ((st = bt_pipe_probe_gathers(&p, &g_lat, &g_bw)) != BT_OK) { /* agreed by all */
+        bt_pipe_free(&p);
+        return st;
+    }
+    const int tp = test_tp(t, b->size);
+    if (prm->verbose && tp > 1 && b->size / tp > 1 &&
+        (st = probe_boundary(b, tp, p.model->hp.n_embd, max_tok)) != BT_OK) { /* agreed */
         bt_pipe_free(&p);
         return st;
     }

@@ -282,8 +282,9 @@ else bad "skip note"; cat "$tmp/err"; fi
     ok "-sm file reads back: split_mode, tp, one stage for tensor, gather seconds on tensor ranks" ||
     { bad "-sm file"; cat "$tmp/chk"; }
 # stages of 2 tensor ranks on 4 ranks (-tp 2) beside -tp 1; a skipped first
-# test keeps the json a valid array
-if mpi 4 "$b" -m "$m" -tp 1,2 -p 32 -n 4 -ub 8 -r 1 -t 1 --hdf5 "$tmp/tp.h5" -o csv \
+# test keeps the json a valid array; -v times the -tp 2 tests' stage
+# boundary (pp32: one row and an 8-row micro-batch; tg4: one row)
+if mpi 4 "$b" -m "$m" -tp 1,2 -p 32 -n 4 -ub 8 -r 1 -t 1 -v --hdf5 "$tmp/tp.h5" -o csv \
     >"$tmp/tp.csv" 2>"$tmp/err" &&
     mpi 2 "$b" -m "$m" -sm tensor,layer --pipeline 1,0 -p 8 -n 0 -r 1 -t 1 -o json \
     >"$tmp/sm.json" 2>>"$tmp/err" &&
@@ -298,6 +299,9 @@ got = [(r["split_mode"], r["pipeline"], r["tp"]) for r in rows]
 assert got == [("tensor", 0, 2), ("layer", 1, 1), ("layer", 0, 1)], got
 PY
 then ok "-tp 1,2 on 4 ranks: tp and layers per stage; json with a skipped first test"
+    boundary=$(grep -Ec 'stage boundary, 2 stages x 2 tensor ranks, (1 rows|8 rows) \([0-9]+ B\): stage [0-9.]+ us, pair-split [0-9.]+ us, pair-whole [0-9.]+ us' "$tmp/err")
+    [ "$boundary" -eq 3 ] && ok "-v on -tp 2: the stage boundary's three crossings, once per size of each test" ||
+        { bad "-v stage boundary lines: $boundary of 3"; grep boundary "$tmp/err"; }
 else bad "-tp 1,2 on 4 ranks or json after a skip"; cat "$tmp/tp.csv" "$tmp/sm.json" "$tmp/err"; fi
 "$bin/tests/check_results" "$tmp/tp.h5" 1 4 4 none >"$tmp/chk" 2>&1 &&
     ok "-tp 2 file reads back: only each stage's leader sends and receives" ||

@@ -20,7 +20,8 @@
  *   traffic:    every activation goes from rank s straight to rank s+1
  *   errors:     setup failures stop every rank with the same status
  *   linkprobe:  one measured link per neighbor pair, reported on rank 0,
- *               nothing left in flight, a bad config refused by every rank
+ *               nothing left in flight, a bad config refused by every rank;
+ *               the stage boundary's three crossings of a hybrid layout
  * Each check combines its verdict over all ranks (MPI_Allreduce) so every
  * rank fails alike and none is left waiting. A test that fails on one rank
  * only would leave the others waiting in that combine: the next test's
@@ -417,6 +418,36 @@ START_TEST(test_link_probe)
 }
 END_TEST
 
+/* The stage boundary's three ways of crossing (linkprobe.h), for every T
+ * that divides the ranks: measured where there are 2 stages or more of 2
+ * ranks or more (an uneven slice each: the bytes are not a multiple of T),
+ * zero elsewhere, alike on every rank; the probe checks the bytes stage 1
+ * ends with itself. A T that does not divide the ranks is refused by all. */
+START_TEST(test_boundary_probe)
+{
+    const size_t bytes = 3 * 4096 + 1;
+    for (int T = 1; T <= size; T++) {
+        if (size % T != 0)
+            continue;
+        double sec[BT_BOUNDARY_N], lo[BT_BOUNDARY_N], hi[BT_BOUNDARY_N];
+        ck_assert_int_eq(bt_linkprobe_boundary(MPI_COMM_WORLD, T, bytes, 3, sec), BT_OK);
+        MPI_Allreduce(sec, lo, BT_BOUNDARY_N, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(sec, hi, BT_BOUNDARY_N, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        const bool measured = T >= 2 && size / T >= 2;
+        int ok = 1;
+        for (int i = 0; i < BT_BOUNDARY_N; i++)
+            ok = ok && lo[i] == hi[i] && (measured ? sec[i] > 0 && sec[i] < 10 : sec[i] == 0);
+        int pending = 0;
+        MPI_Iprobe(MPI_ANY_SOURCE, BT_TAG_PROBE, MPI_COMM_WORLD, &pending, MPI_STATUS_IGNORE);
+        ck_assert_msg(all_ok(ok && !pending), "boundary probe at T = %d of %d ranks: %g %g %g s",
+                      T, size, sec[0], sec[1], sec[2]);
+    }
+    double sec[BT_BOUNDARY_N];
+    ck_assert_int_eq(bt_linkprobe_boundary(MPI_COMM_WORLD, size + 1, bytes, 3, sec),
+                     BT_ERR_ARG);
+}
+END_TEST
+
 /* Writes a synthetic model into dir as name (rank 0) and broadcasts its
  * path; every rank then computes the single-process reference. */
 static int make_model(refmodel_t *r, const char *dir, const char *name, int n_embd,
@@ -486,6 +517,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_traffic);
     tcase_add_test(tc, test_generate_stop);
     tcase_add_test(tc, test_link_probe);
+    tcase_add_test(tc, test_boundary_probe);
     tc = mpitest_tcase(s, "errors", 120);
     tcase_add_test(tc, test_setup_errors);
 

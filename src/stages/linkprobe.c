@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "stages/transport.h"
 
@@ -124,5 +125,122 @@ bt_status_t bt_linkprobe_run(MPI_Comm comm, const bt_linkprobe_config_t *cfg, bt
 done:
     free(rtt);
     free(buf);
+    return st;
+}
+
+/* ---- the stage boundary of a hybrid layout ---- */
+
+const char *const bt_boundary_names[BT_BOUNDARY_N] = {"stage", "pair-split", "pair-whole"};
+
+typedef struct boundary {
+    MPI_Comm comm, stage; /* all ranks; this rank's stage */
+    int T, s, t;          /* tensor ranks a stage; this rank's stage and tensor index */
+    int bytes;
+    int *counts, *displs; /* [T]: tensor rank t's slice of the message */
+} boundary_t;
+
+/* One crossing by `how`: stage 0's ranks send from msg, stage 1's end with
+ * the whole message in buf; other stages take no part. */
+static bt_status_t cross(const boundary_t *b, int how, const char *msg, char *buf)
+{
+    if (b->s > 1)
+        return BT_OK;
+    const int peer = b->s == 0 ? b->T + b->t : b->t; /* the other stage's tensor rank t */
+    const bool send = b->s == 0;
+    int off = 0, n = b->bytes; /* what this pair carries */
+    if (how == BT_BOUNDARY_STAGE && b->t != 0)
+        n = 0;
+    if (how == BT_BOUNDARY_PAIR_SPLIT) {
+        off = b->displs[b->t];
+        n = b->counts[b->t];
+    }
+    if (n > 0 && send)
+        BT_MPI_CHECK(MPI_Send(msg + off, n, MPI_BYTE, peer, BT_TAG_PROBE, b->comm));
+    else if (n > 0)
+        BT_MPI_CHECK(
+            MPI_Recv(buf + off, n, MPI_BYTE, peer, BT_TAG_PROBE, b->comm, MPI_STATUS_IGNORE));
+    if (send || how == BT_BOUNDARY_PAIR_WHOLE)
+        return BT_OK;
+    if (how == BT_BOUNDARY_STAGE)
+        BT_MPI_CHECK(MPI_Bcast(buf, b->bytes, MPI_BYTE, 0, b->stage));
+    else
+        BT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, b->counts,
+                                    b->displs, MPI_BYTE, b->stage));
+    return BT_OK;
+}
+
+/* Median over reps of the slowest rank's crossing by `how` into *sec; stage
+ * 1's ranks check each message they end with against msg. */
+static bt_status_t time_crossings(const boundary_t *b, int how, int reps, const char *msg,
+                                  char *buf, double *sec, double *samples)
+{
+    for (int r = -1; r < reps; r++) {
+        if (b->s == 1)
+            memset(buf, 0, (size_t)b->bytes);
+        BT_MPI_CHECK(MPI_Barrier(b->comm));
+        double t0 = MPI_Wtime();
+        bt_status_t st = cross(b, how, msg, buf);
+        double mine = MPI_Wtime() - t0, slowest;
+        if (st == BT_OK && b->s == 1 && memcmp(buf, msg, (size_t)b->bytes) != 0) {
+            bt_log_error("boundary probe (%s): tensor rank %d of stage 1 ended with other bytes "
+                         "than stage 0 sent",
+                         bt_boundary_names[how], b->t);
+            st = BT_ERR_MPI;
+        }
+        if ((st = bt_transport_agree(b->comm, st)) != BT_OK)
+            return st;
+        BT_MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, b->comm));
+        if (r >= 0)
+            samples[r] = slowest;
+    }
+    *sec = bt_median(samples, reps);
+    return BT_OK;
+}
+
+bt_status_t bt_linkprobe_boundary(MPI_Comm comm, int T, size_t bytes, int reps,
+                                  double seconds[BT_BOUNDARY_N])
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    for (int i = 0; i < BT_BOUNDARY_N; i++)
+        seconds[i] = 0.0;
+    bt_status_t st = BT_OK;
+    if (T < 1 || size % T != 0 || bytes > INT32_MAX || reps < 1) {
+        bt_log_error("boundary probe: %d tensor ranks a stage must divide the %d ranks, the "
+                     "message (%zu bytes) be at most %d bytes and the repetitions (%d) >= 1",
+                     T, size, bytes, INT32_MAX, reps);
+        st = BT_ERR_ARG;
+    }
+    if ((st = bt_transport_agree(comm, st)) != BT_OK || T < 2 || size / T < 2)
+        return st;
+
+    boundary_t b = {.comm = comm, .T = T, .s = rank / T, .t = rank % T, .bytes = (int)bytes};
+    BT_MPI_CHECK(MPI_Comm_split(comm, b.s, b.t, &b.stage));
+    char *msg = malloc(bytes > 0 ? bytes : 1), *buf = malloc(bytes > 0 ? bytes : 1);
+    double *samples = malloc(sizeof *samples * (size_t)reps);
+    b.counts = malloc(sizeof *b.counts * (size_t)T);
+    b.displs = malloc(sizeof *b.displs * (size_t)T);
+    if (msg == NULL || buf == NULL || samples == NULL || b.counts == NULL || b.displs == NULL) {
+        bt_log_error("boundary probe: cannot allocate two %zu-byte messages", bytes);
+        st = BT_ERR_NOMEM;
+    }
+    if ((st = bt_transport_agree(comm, st)) == BT_OK) {
+        for (size_t i = 0; i < bytes; i++)
+            msg[i] = (char)(i * 131 + 7);
+        for (int t = 0, off = 0; t < T; t++) {
+            b.counts[t] = b.bytes / T + (t < b.bytes % T);
+            b.displs[t] = off;
+            off += b.counts[t];
+        }
+        for (int how = 0; how < BT_BOUNDARY_N && st == BT_OK; how++)
+            st = time_crossings(&b, how, reps, msg, buf, &seconds[how], samples);
+    }
+    free(b.displs);
+    free(b.counts);
+    free(samples);
+    free(buf);
+    free(msg);
+    MPI_Comm_free(&b.stage);
     return st;
 }

@@ -55,4 +55,31 @@ void bt_linkprobe_figures(double *lat_rtt, double *bw_rtt, bt_link_t *link);
  */
 bt_status_t bt_linkprobe_run(MPI_Comm comm, const bt_linkprobe_config_t *cfg, bt_link_t *links);
 
+/*
+ * The stage boundary of a hybrid layout (T tensor ranks a stage; stage s is
+ * ranks s*T .. s*T + T - 1 of comm): how long one activation message of
+ * `bytes` takes from stage 0, where every rank holds it, until every rank
+ * of stage 1 holds it, by each way of crossing (docs/design.md, "Tensor
+ * parallelism"):
+ *   BT_BOUNDARY_STAGE       leader to leader, then a broadcast inside
+ *                           stage 1 (what the pipeline does): the message
+ *                           crosses once
+ *   BT_BOUNDARY_PAIR_SPLIT  tensor rank t to tensor rank t, each its 1/T
+ *                           slice, then an all-gather inside stage 1: the
+ *                           message crosses once, in T streams
+ *   BT_BOUNDARY_PAIR_WHOLE  tensor rank t to tensor rank t, the whole
+ *                           message each: it crosses T times, and nothing
+ *                           is shared afterwards
+ * Each time is the median over reps of the slowest rank's time from a
+ * barrier to its part done (one unmeasured try first). Stage 1's ranks
+ * check the bytes they end with. Collective over comm; every rank gets
+ * seconds[]; all 0 when there are fewer than 2 stages or T < 2. Returns
+ * BT_OK, BT_ERR_ARG (logged) for T not dividing the ranks or a size over
+ * INT32_MAX, BT_ERR_NOMEM, BT_ERR_MPI (logged); agreed by every rank.
+ */
+enum { BT_BOUNDARY_STAGE, BT_BOUNDARY_PAIR_SPLIT, BT_BOUNDARY_PAIR_WHOLE, BT_BOUNDARY_N };
+extern const char *const bt_boundary_names[BT_BOUNDARY_N];
+bt_status_t bt_linkprobe_boundary(MPI_Comm comm, int T, size_t bytes, int reps,
+                                  double seconds[BT_BOUNDARY_N]);
+
 #endif /* BT_STAGES_LINKPROBE_H */
