@@ -614,7 +614,9 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
                "average %.2f before, %.2f after (other processes on these cores slow the "
                "multi-thread rows most)\n\n",
             cpu, omp_get_num_procs(), bt_isa_name(bt_isa_active()),
-            bt_weight_prefetch() ? "ahead of their loads" : "not at all",
+            !bt_weight_prefetch()    ? "not at all"
+            : bt_weight_prefetch_l2() ? "into L2 ahead of their loads"
+                                      : "into L1 ahead of their loads",
             bt_weight_prefetch() ? "ahead along each stream" : "their next unit", r->load[0],
             r->load[1]);
     if (r->gpu[0] != '\0')

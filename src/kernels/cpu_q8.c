@@ -67,6 +67,13 @@
  * own prefetchers do better alone (bt_weight_prefetch). */
 #define Q8_PREFETCH 8192
 
+/* Where a panel kernel's prefetches put the weights: nowhere, in L1, or in
+ * L2 only. A one-token product on an Intel core prefetches into L2
+ * (bt_weight_prefetch_l2: on a Sapphire Rapids-class Xeon the 4- to 6-bit
+ * formats read at 77-84% of one core's bandwidth with L1 prefetches and at
+ * 84-91% with L2 ones, docs/benchmarking.md); every other one into L1. */
+enum { PF_NONE, PF_L1, PF_L2 };
+
 typedef struct {
     const int8_t *q;       /* [Q8_TOKENS][n_in] */
     const float *d;        /* [Q8_TOKENS][n_in / 32] */
@@ -705,7 +712,7 @@ static const int8_t mxfp4_u[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9
  * activations from xb[0 .. nb) (interleave_rows). */
 static inline __attribute__((always_inline)) void
 panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32_t *xb,
-         int64_t nb, bool prefetch, const int T, const uint32_t type)
+         int64_t nb, int prefetch, const int T, const uint32_t type)
 {
     const bool nib = !packed_bytes_fmt(type);
     const bool q6k = type == BT_TYPE_Q6_K;
@@ -715,8 +722,10 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
     for (int t = 0; t < T; t++)
         acc[t] = v16f_zero();
     for (int64_t b = 0; b < nb; b++, pw += pb, xb += REC_WORDS(T)) {
-        for (int o = 0; prefetch && o < pb; o += 64)
+        for (int o = 0; prefetch == PF_L1 && o < pb; o += 64)
             __builtin_prefetch(pw + Q8_PREFETCH + o, 0, 3);
+        for (int o = 0; prefetch == PF_L2 && o < pb; o += 64)
+            __builtin_prefetch(pw + Q8_PREFETCH + o, 0, 2);
         if (sb && b % 8 == 0) {
             dsup = v16f_load_f16(pw);
             if (k_min_fmt(type))
@@ -868,11 +877,11 @@ static void interleave_rows(int32_t *restrict o, q8_rows_t xq, int t0, int nt, i
 }
 
 typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, const int32_t *,
-                         int64_t, bool);
+                         int64_t, int);
 
 #define PANEL(ty, T)                                                                           \
     static void pn_##ty##_##T(float *restrict o, size_t ldo, int nr, const uint8_t *pw,         \
-                              const int32_t *x, int64_t nb, bool pf)                            \
+                              const int32_t *x, int64_t nb, int pf)                             \
     {                                                                                           \
         panel_q8(o, ldo, nr, pw, x, nb, pf, T, BT_TYPE_##ty);                                   \
     }
@@ -952,7 +961,10 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
     const size_t pstride = panel ? panel_bytes(w->type, nb) : 0;
     /* products of more tokens keep the prefetches: pp512 was 3% slower
      * without them on the Zen 4 too */
-    const bool prefetch = n_tok > 1 || bt_weight_prefetch();
+    const int prefetch = n_tok > 1                ? PF_L1
+                       : !bt_weight_prefetch()    ? PF_NONE
+                       : bt_weight_prefetch_l2() ? PF_L2
+                                                 : PF_L1;
     {
         /* scratch: the quantized chunk, Q8_TOKENS x (n_in + 16 n_in / 32)
          * bytes; room for one packed panel; the chunk's records for the

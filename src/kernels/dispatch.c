@@ -267,6 +267,16 @@ bool bt_weight_prefetch(void)
     return weight_prefetch;
 }
 
+bool bt_weight_prefetch_l2(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d; /* "Genu"ineIntel */
+    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u;
+#else
+    return false;
+#endif
+}
+
 bool bt_isa_from_env(char *why, size_t n)
 {
     const int isa = env_choice(why, n);

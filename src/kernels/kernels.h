@@ -231,6 +231,12 @@ bool bt_isa_select(bt_isa_t isa);
  * (docs/kernels.md). Never changes a result. */
 bool bt_weight_prefetch(void);
 
+/* Whether those one-token prefetches of the quantized kernels go to L2
+ * only (an Intel CPU: measured on a Sapphire Rapids-class Xeon, where L1
+ * prefetches held the 4- to 6-bit formats 5-8 points lower) rather than to
+ * L1. Never changes a result. */
+bool bt_weight_prefetch_l2(void);
+
 /* Applies BATON_ISA: unset, empty or "auto" selects the best set; a name
  * selects that set. False, with the reason in why (n bytes), when the value
  * names no set or one this CPU cannot run, or BATON_PREFETCH is set to
