@@ -71,7 +71,7 @@
  * L2 only. A one-token product on an Intel core prefetches into L2
  * (bt_weight_prefetch_l2: on a Sapphire Rapids-class Xeon the 4- to 6-bit
  * formats read at 77-84% of one core's bandwidth with L1 prefetches and at
- * 84-91% with L2 ones, docs/benchmarking.md); every other one into L1. */
+ * 83-91% with L2 ones, docs/benchmarking.md); every other one into L1. */
 enum { PF_NONE, PF_L1, PF_L2 };
 
 typedef struct {
