@@ -224,24 +224,39 @@ bool bt_isa_select(bt_isa_t isa)
 
 /* ---- software prefetch of packed weights (bt_weight_prefetch) ---- */
 
-static bool weight_prefetch;
+static bool weight_prefetch, weight_prefetch_l2;
 static pthread_once_t prefetch_chosen = PTHREAD_ONCE_INIT;
+
+/* CPUID leaf 0's EBX: the vendor string's first four letters ("Auth"enticAMD,
+ * "Genu"ineIntel), 0 where there is none. Asked once: in a VM every CPUID
+ * leaves the guest, which costs microseconds. */
+static unsigned cpu_vendor(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    return __get_cpuid(0, &a, &b, &c, &d) ? b : 0;
+#else
+    return 0;
+#endif
+}
+
+#define VENDOR_AMD 0x68747541u   /* "Auth" */
+#define VENDOR_INTEL 0x756e6547u /* "Genu" */
 
 /* A CPU whose hardware prefetchers alone stream a one-token product
  * faster than with the kernels' prefetches: measured on a Zen 4 (Q8_0
  * 74-80% of one core's read bandwidth with them, 92-98% without; no
  * format lost), where a Zen 5 needed them (4-bit formats near 60%). */
-static bool own_prefetch_enough(void)
+static bool own_prefetch_enough(unsigned vendor)
 {
 #if defined(__x86_64__)
     unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u) /* "Auth"enticAMD */
-        return false;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
+    if (vendor != VENDOR_AMD || !__get_cpuid(1, &a, &b, &c, &d))
         return false;
     const unsigned base = a >> 8 & 0xf, family = base == 0xf ? base + (a >> 20 & 0xff) : base;
     return family == 0x19 && bt_isa_missing(BT_ISA_TOP) == NULL; /* Zen 3 has no AVX-512 */
 #else
+    (void)vendor;
     return false;
 #endif
 }
@@ -258,7 +273,9 @@ static int prefetch_env(void)
 static void choose_prefetch(void)
 {
     const int v = prefetch_env(); /* -2: bt_isa_from_env stopped the programs */
-    weight_prefetch = v >= 0 ? v == 1 : !own_prefetch_enough();
+    const unsigned vendor = cpu_vendor();
+    weight_prefetch = v >= 0 ? v == 1 : !own_prefetch_enough(vendor);
+    weight_prefetch_l2 = vendor == VENDOR_INTEL;
 }
 
 bool bt_weight_prefetch(void)
@@ -269,12 +286,8 @@ bool bt_weight_prefetch(void)
 
 bool bt_weight_prefetch_l2(void)
 {
-#if defined(__x86_64__)
-    unsigned a, b, c, d; /* "Genu"ineIntel */
-    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u;
-#else
-    return false;
-#endif
+    pthread_once(&prefetch_chosen, choose_prefetch);
+    return weight_prefetch_l2;
 }
 
 bool bt_isa_from_env(char *why, size_t n)
