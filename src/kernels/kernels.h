@@ -234,7 +234,9 @@ bool bt_weight_prefetch(void);
 /* Whether those one-token prefetches of the quantized kernels go to L2
  * only (an Intel CPU: measured on a Sapphire Rapids-class Xeon, where L1
  * prefetches held the 4- to 6-bit formats 5-8 points lower) rather than to
- * L1. Never changes a result. */
+ * L1. Never changes a result. Both choices are made once and cached: the
+ * kernels ask on every product, and a CPUID there costs a VM exit each
+ * time (2.6x on MoE decode on a Xeon VM when it was asked per product). */
 bool bt_weight_prefetch_l2(void);
 
 /* Applies BATON_ISA: unset, empty or "auto" selects the best set; a name
