@@ -375,6 +375,7 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     if (prm->warmup) /* like llama-bench: the prompt once and one decode step */
         st = run_rep(b, &p, t, ids, true, &n_mb);
     bt_pipe_trace_start(&p);
+    const bt_expert_count_t before = p.fwd->counted;
     if (prm->verbose && b->rank == 0 && st == BT_OK) /* progress: the measured part begins */
         bt_log_info("test %d (%s, -ub %d, -sm %s, -tp %d, pipeline %d, -npl %d): %d repetitions",
                     index, row->test, t->ubatch, row->split_mode, row->tp, t->pipeline,
@@ -390,6 +391,16 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         MPI_Abort(b->comm, 1);
     }
 
+    /* the experts the measured micro-batches chose, a call (the ranks' sums:
+     * a stage's tensor ranks count alike, so the means stay one rank's) */
+    const bt_expert_count_t *now = &p.fwd->counted;
+    double ex[3] = {(double)(now->calls - before.calls), (double)(now->rows - before.rows),
+                    (double)(now->experts - before.experts)}, ex_all[3];
+    MPI_Reduce(ex, ex_all, 3, MPI_DOUBLE, MPI_SUM, 0, b->comm);
+    if (b->rank == 0 && ex_all[0] > 0) {
+        row->expert_rows = ex_all[1] / ex_all[0];
+        row->expert_count = ex_all[2] / ex_all[0];
+    }
     double times[5];
     bt_pipe_stage_times(&p, times);
     double *all_times = b->rank == 0 ? malloc(sizeof times * (size_t)b->size) : NULL;

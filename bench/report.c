@@ -118,7 +118,7 @@ static const field_t fields[] = {
     FIELD(samples_ns, F_NS_ARR),   FIELD(samples_ts, F_TS_ARR),  FIELD(n_ranks, F_INT),
     FIELD(pipeline, F_INT),        FIELD(split_mode, F_STR),     FIELD(tp, F_INT),
     FIELD(n_parallel, F_INT),      FIELD(layer_split, F_STR),    FIELD(tensor_split, F_STR),
-    FIELD(hosts, F_STR),
+    FIELD(hosts, F_STR),           FIELD(expert_rows, F_DBL),    FIELD(expert_count, F_DBL),
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
 

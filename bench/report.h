@@ -36,6 +36,9 @@ typedef struct bt_bench_row {
     char layer_split[128];    /* layers per stage: "15/15" */
     char tensor_split[128];   /* -ts as given, "" when balanced */
     char hosts[1024];         /* host of each rank, comma-separated, by rank */
+    /* models with experts: the measured micro-batches' rows and the distinct
+     * experts they chose, per layer call (means; 0 without experts) */
+    double expert_rows, expert_count;
     int reps;
     double *samples_ns;       /* [reps] */
     double *samples_ts;       /* [reps] */

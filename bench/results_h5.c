@@ -129,6 +129,8 @@ static hid_t result_type(void)
     INSERT(t, h5_result_t, stddev_ts, H5T_NATIVE_DOUBLE);
     INSERT(t, h5_result_t, gather_latency_us, H5T_NATIVE_DOUBLE);
     INSERT(t, h5_result_t, gather_bandwidth_MBps, H5T_NATIVE_DOUBLE);
+    INSERT(t, h5_result_t, expert_rows, H5T_NATIVE_DOUBLE);
+    INSERT(t, h5_result_t, expert_count, H5T_NATIVE_DOUBLE);
     return t;
 }
 
@@ -188,6 +190,7 @@ static hid_t profile_type(void)
     INSERT(t, bt_profile_row_t, msg_bytes, H5T_NATIVE_DOUBLE);
     INSERT(t, bt_profile_row_t, weight_bytes, H5T_NATIVE_DOUBLE);
     INSERT(t, bt_profile_row_t, kv_bytes_pos, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_profile_row_t, experts, H5T_NATIVE_DOUBLE);
     return t;
 }
 
@@ -319,8 +322,9 @@ static bt_status_t check_version(hid_t f, const char *path)
         bt_log_error("hdf5: %s is format version %d, older than version %d that this build "
                      "writes (%s); refusing to use it: give --hdf5 a new file", path, version,
                      BT_H5_FORMAT_VERSION,
-                     version == 5 ? "its readers would misread the profile rows it would get"
-                                  : "it lacks fields such as split_mode, tp or n_parallel");
+                     version == 6   ? "it lacks the experts' fields of /results and /profile"
+                     : version == 5 ? "its readers would misread the profile rows it would get"
+                                    : "it lacks fields such as split_mode, tp or n_parallel");
     else
         bt_log_error("hdf5: %s is format version %d, newer than version %d that this build "
                      "writes; refusing to append to it: give --hdf5 a new file or use a newer "
@@ -506,6 +510,8 @@ bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t 
         .tp = r->tp,
         .gather_latency_us = r->gather_latency_us,
         .gather_bandwidth_MBps = r->gather_bandwidth_MBps,
+        .expert_rows = r->expert_rows,
+        .expert_count = r->expert_count,
         .avg_ns = r->avg_ns,
         .stddev_ns = r->stddev_ns,
         .avg_ts = r->avg_ts,
@@ -588,16 +594,26 @@ bt_status_t bt_h5_append_profile(const char *path, const bt_profile_row_t *rows,
         rec[i].msg_bytes = rows[i].msg_bytes;
         rec[i].weight_bytes = rows[i].weight_bytes;
         rec[i].kv_bytes_pos = rows[i].kv_bytes_pos;
+        rec[i].experts = rows[i].experts;
     }
     st = append(f, path, D_PROFILE, rec, (hsize_t)n, NULL);
     free(rec);
     return close_file(f, path, st);
 }
 
-/* The fields version 5 added: a version 4 dataset lacks them and only them. */
-static bool added_in_v5(const char *name)
+/* Whether a file of this version lacks field name: the fields versions 5
+ * and 7 added (an older dataset lacks them and only them). */
+static bool added_after(const char *name, int version)
 {
-    return !strcmp(name, "split_mode") || !strcmp(name, "tp") || !strcmp(name, "gather_s");
+    static const struct {
+        const char *name;
+        int since;
+    } added[] = {{"split_mode", 5},  {"tp", 5},           {"gather_s", 5},
+                 {"expert_rows", 7}, {"expert_count", 7}, {"experts", 7}};
+    for (size_t i = 0; i < sizeof added / sizeof added[0]; i++)
+        if (!strcmp(name, added[i].name))
+            return version < added[i].since;
+    return false;
 }
 
 /* An older version's dataset /name of file type ft against this build's
@@ -610,7 +626,7 @@ static bt_status_t check_older_type(hid_t ft, hid_t mt, const char *path, const 
     const int n_mt = ok ? H5Tget_nmembers(mt) : 0, n_ft = ok ? H5Tget_nmembers(ft) : 0;
     for (int i = 0; ok && i < n_mt; i++) {
         char *m = H5Tget_member_name(mt, (unsigned)i);
-        ok = H5Tget_member_index(ft, m) >= 0 || added_in_v5(m);
+        ok = H5Tget_member_index(ft, m) >= 0 || added_after(m, version);
         H5free_memory(m);
     }
     for (int i = 0; ok && i < n_ft; i++) {

@@ -28,8 +28,10 @@
  * (an older one lacks fields this build writes), is refused before it is
  * opened for writing, so it is left untouched. The readers also take
  * version 4 (BT_H5_READ_VERSION_MIN), whose rows lack the fields version 5
- * added: they read as split_mode "layer", tp 1 (what version 4 ran); and
- * version 5, which is version 6 without "sample" and "shared" profile rows.
+ * added: they read as split_mode "layer", tp 1 (what version 4 ran);
+ * version 5, which is version 6 without "sample" and "shared" profile rows;
+ * and versions 4 to 6 without version 7's expert fields, which read as 0
+ * (not recorded).
  */
 #ifndef BT_BENCH_RESULTS_H5_H
 #define BT_BENCH_RESULTS_H5_H
@@ -42,8 +44,10 @@
 #define BT_H5_FORMAT "baton-bench results"
 /* 2: /links; 3: n_parallel in /results; 4: /profile, /plan; 5: split_mode and tp in
  * /results with the gather probe, gather_s in /stage_times, tp in /plan; 6: /profile
- * rows of kinds "sample" and "shared" (a reader of 5 would take them for others) */
-#define BT_H5_FORMAT_VERSION 6
+ * rows of kinds "sample" and "shared" (a reader of 5 would take them for others);
+ * 7: the experts a call chose, in /results (expert_rows, expert_count) and /profile
+ * (experts, and the "expert_one" row) */
+#define BT_H5_FORMAT_VERSION 7
 /* The oldest version the readers (bt_h5_read_*) take. */
 #define BT_H5_READ_VERSION_MIN 4
 
@@ -75,7 +79,7 @@ typedef struct bt_profile_row {
     char model_filename[512];
     char kind[16];          /* "layer" (one layer), "head", "embed", "sample" (choosing
                              * the rows' tokens), "shared" (one layer while every
-                             * other core of the node reads memory) */
+                             * other core of the node reads memory), "expert_one" */
     int32_t n_rows;         /* rows of the micro-batch */
     int32_t n_ctx;          /* positions already in the cache */
     int32_t n_threads;
@@ -85,6 +89,11 @@ typedef struct bt_profile_row {
     double msg_bytes;       /* bytes of a message besides its rows */
     double weight_bytes;    /* the model's weights as a rank holds them (packed), all layers */
     double kv_bytes_pos;    /* KV cache bytes per position and layer (the --kv-type) */
+    /* a model with experts (0 otherwise, and in files before version 7): in layer
+     * rows the distinct experts a call's rows chose (mean); in the "expert_one" row
+     * (seconds: what one more distinct expert costs a layer call) how many more
+     * the rows it compared chose */
+    double experts;
 } bt_profile_row_t;
 
 /* A /results row as read back (the fields a planner compares with). */
@@ -98,6 +107,8 @@ typedef struct bt_h5_result {
     char split_mode[8];       /* "layer" or "tensor" (version 4: "layer") */
     char layer_split[128], tensor_split[128]; /* layers per stage; -ts */
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
+    double expert_rows, expert_count; /* a layer call's rows and distinct experts, means
+                                       * (bt_bench_row_t; 0: no experts, or before version 7) */
 } bt_h5_result_t;
 
 /* A /links row as read back. */

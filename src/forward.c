@@ -470,6 +470,12 @@ static bt_status_t experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
             }
     }
     f->exp_rows[n_exp] = n;
+    int chosen = 0;
+    for (int e = 0; e < n_exp; e++)
+        chosen += f->exp_rows[e + 1] > f->exp_rows[e];
+    f->counted.calls++;
+    f->counted.rows += (uint64_t)n_tok;
+    f->counted.experts += (uint64_t)chosen;
     int nj = 0;
     for (int e = e0; e < e1; e++) {
         const int r0 = f->exp_rows[e], ne = f->exp_rows[e + 1] - r0;

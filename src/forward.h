@@ -51,6 +51,15 @@ typedef struct bt_run {
     int slot, pos0;
 } bt_run_t;
 
+/* What the routers of a forward's expert layers chose: summed over the
+ * layer calls (each layer on each micro-batch), the rows and the distinct
+ * experts the rows chose (of the whole layer, on a tensor rank too). Their
+ * means a call say how much of the experts a workload's micro-batches read,
+ * which depends on the router and the sequences (baton-plan uses it). */
+typedef struct bt_expert_count {
+    uint64_t calls, rows, experts;
+} bt_expert_count_t;
+
 typedef struct bt_forward {
     const bt_model_t *m;
     const bt_ops_t *ops;
@@ -84,6 +93,7 @@ typedef struct bt_forward {
     float *xg;     /* [max_tok * k, n_embd] the rows each expert takes, expert by expert */
     float *y_exp;  /* [max_tok * k, n_embd] the experts' outputs, in xg's order */
     bt_matmul_job_t *jobs; /* [2 n_expert + 3 + n_head] products of one batch */
+    bt_expert_count_t counted; /* the expert layers' calls so far */
     /* Multi-head Latent Attention (arch->mla): q, k, att above hold the absorbed
      * form (n_head query rows and one cache row of kv_lora + n_rot a token) */
     float *mla_q;   /* [max_tok, n_head * d_qk] the projected queries */

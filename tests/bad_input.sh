@@ -522,7 +522,7 @@ if timeout 60 "$bb" -m "$m" -p 8 -n 0 -r 1 -t 1 --hdf5 "$tmp/older.h5" >/dev/nul
     "$bin/tests/check_results" --set-version "$tmp/older.h5" 2 &&
     touch -d "2001-01-01 00:00:00.123456789" "$tmp/older.h5"; then
     sum=$(md5sum <"$tmp/older.h5") when=$(stat -c %y "$tmp/older.h5")
-    fails 2 "older.h5 is format version 2, older than version 6 that this build writes.*give --hdf5 a new file" \
+    fails 2 "older.h5 is format version 2, older than version 7 that this build writes.*give --hdf5 a new file" \
         "$bb" -m "$m" -p 8 -n 0 -r 1 --hdf5 "$tmp/older.h5"
     [ "$sum" = "$(md5sum <"$tmp/older.h5")" ] && [ "$when" = "$(stat -c %y "$tmp/older.h5")" ] &&
         ok "older-version HDF5 file left untouched (bytes and mtime)" ||

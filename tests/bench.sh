@@ -176,7 +176,7 @@ if mpi 3 "$b" -m "$m" -p 8 -n 0 -r 1 -t 1 -v >/dev/null 2>"$tmp/err" &&
 then ok "-v prints the 2 links of 3 ranks"; else bad "-v link probe lines"; cat "$tmp/err"; fi
 # the writer alone: n_parallel, split_mode, tp and gather_s round trips;
 # older (4 included) and newer format versions refused with their bytes and
-# mtime unchanged; the reader takes versions 4 to 6 only
+# mtime unchanged; the reader takes versions 4 to 7 only
 mkdir -p "$tmp/writer"
 "$bin/tests/check_results" --writer "$tmp/writer" >"$tmp/chk" 2>&1 &&
     ok "HDF5 writer: n_parallel, split_mode, tp, gather_s read back; other versions refused" ||
@@ -235,9 +235,10 @@ for r in rows:
     for k in ("build_commit", "cpu_info", "model_filename", "model_type", "model_size",
               "model_n_params", "n_batch", "n_ubatch", "n_threads", "n_prompt", "n_gen",
               "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "pipeline", "hosts",
-              "n_parallel"):
+              "n_parallel", "expert_rows", "expert_count"):
         assert k in r, k
     assert r["n_parallel"] == 1, r
+    assert r["expert_rows"] == 0 and r["expert_count"] == 0, r  # a model without experts
     # t/s per repetition, then mean and sample stddev of those, to the
     # printed rounding (t/s to 1e-6, ns to 1 ns)
     ns, ts = r["samples_ns"], r["samples_ts"]

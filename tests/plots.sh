@@ -5,7 +5,7 @@
 # into PNG images, and plot-results refuses a file that is not HDF5. A trace
 # of 2 tensor ranks has the gathers as spans on both tracks and the
 # follower's compute under its leader's micro-batches. Files of
-# format version 6 with -sm layer and tensor rows plot as configurations of
+# format version 7 with -sm layer and tensor rows plot as configurations of
 # their own; copies made as versions 2 and 4 wrote them (without n_parallel;
 # without split_mode, tp and gather_s) still plot, and baton-plan's reader
 # (check_results --read) takes version 4 with its defaults, not version 2.
@@ -163,7 +163,9 @@ src, dst = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "w")
 for k, v in src.attrs.items():
     dst.attrs[k] = v
 dst.attrs["format_version"] = numpy.int32(4)
-new = {"results": ("split_mode", "tp"), "stage_times": ("gather_s",)}  # what version 5 added
+# what versions 5 and 7 added
+new = {"results": ("split_mode", "tp", "expert_rows", "expert_count"),
+       "stage_times": ("gather_s",), "profile": ("experts",)}
 for name in src:
     data = src[name][()]
     if name in new:
@@ -197,12 +199,12 @@ else
     then ok "the results reader takes version 4: split_mode layer, tp 1"
     else bad "the results reader on version 4: '$got'"; cat "$tmp/err"; fi
     if ! "$bin/tests/check_results" --read "$tmp/v2.h5" >/dev/null 2>"$tmp/err" &&
-        grep -q "v2.h5 is format version 2; this build reads versions 4 to 6" "$tmp/err"
+        grep -q "v2.h5 is format version 2; this build reads versions 4 to 7" "$tmp/err"
     then ok "the results reader refuses version 2: $(head -n 1 "$tmp/err")"
     else bad "the results reader on version 2"; cat "$tmp/err"; fi
 fi
 
-# -sm layer,tensor --pipeline 0,1: version 6 rows of both split modes, the
+# -sm layer,tensor --pipeline 0,1: version 7 rows of both split modes, the
 # tensor test with --pipeline 1 skipped; three configurations (layer with
 # pipeline 0 and 1, tensor with 0), told apart by split mode
 if ! mpi 2 "$bin/baton-bench" -m "$m" -p 16 -n 4 -r 1 -ub 8 -t 1 -sm layer,tensor \
@@ -211,18 +213,18 @@ if ! mpi 2 "$bin/baton-bench" -m "$m" -p 16 -n 4 -r 1 -ub 8 -t 1 -sm layer,tenso
 elif "$py" "$scripts/plot-results" "$tmp/sm.h5" -o "$tmp/sm.png" >"$tmp/plot.out" 2>"$tmp/err"
 then
     is_png "plot-results, -sm layer,tensor" "$tmp/sm.png"
-    plotted "plot-results, version 6 file (-sm layer,tensor)" "$tmp/plot.out" \
+    plotted "plot-results, version 7 file (-sm layer,tensor)" "$tmp/plot.out" \
         "plotted 6 results of 2 tests in 3 configurations from 1 runs"
     if "$py" - "$tmp/sm.h5" <<'PY'
 import h5py, sys
 f = h5py.File(sys.argv[1], "r")
-assert f.attrs["format_version"] == 6
+assert f.attrs["format_version"] == 7
 res = f["results"][()]
 got = [(r["split_mode"].decode(), int(r["tp"]), int(r["pipeline"])) for r in res]
 assert got == [("layer", 1, 0)] * 2 + [("layer", 1, 1)] * 2 + [("tensor", 2, 0)] * 2, got
 PY
-    then ok "version 6 file: split_mode, tp and pipeline of each row"
-    else bad "version 6 file's split_mode and tp"; fi
+    then ok "version 7 file: split_mode, tp and pipeline of each row"
+    else bad "version 7 file's split_mode and tp"; fi
 else
     bad "plot-results on the -sm layer,tensor file exited $?"; cat "$tmp/err"
 fi
