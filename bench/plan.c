@@ -67,11 +67,32 @@ static bool kinds(const bt_profile_t *p)
     return p->dense_s != NULL && p->expert_s != NULL && p->n_dense > 0;
 }
 
+double bt_plan_experts(int n_expert, int k, double spread, double rows)
+{
+    if (n_expert <= 0 || rows <= 1)
+        return n_expert > 0 ? k : 0.0;
+    const double independent = n_expert * (1 - pow(1 - (double)k / n_expert, rows));
+    return fmin(n_expert, k + spread * (independent - k));
+}
+
+double bt_plan_spread(int n_expert, int k, double rows, double chosen)
+{
+    const double independent = bt_plan_experts(n_expert, k, 1.0, rows);
+    return n_expert > 0 && rows > 1 && independent > k ? fmax(0.0, (chosen - k) / (independent - k))
+                                                       : -1.0;
+}
+
 double bt_profile_layer_at(const bt_profile_t *p, int il, double rows, double ctx)
 {
-    if (!kinds(p))
-        return bt_profile_layer(p, rows, ctx);
-    return layer_table(p, il < p->n_dense ? p->dense_s : p->expert_s, rows, ctx);
+    const double t = !kinds(p) ? bt_profile_layer(p, rows, ctx)
+                               : layer_table(p, il < p->n_dense ? p->dense_s : p->expert_s, rows,
+                                             ctx);
+    if (p->experts == NULL || !p->spread_given || il < p->n_dense)
+        return t;
+    /* the workload's distinct experts for the profile's, each at its cost */
+    const double own = fmin(p->n_expert, layer_table(p, p->experts, rows, ctx));
+    const double want = bt_plan_experts(p->n_expert, p->n_expert_used, p->spread, rows);
+    return fmax(0.0, t + (want - own) * p->expert_one_s);
 }
 
 double bt_profile_head(const bt_profile_t *p, double rows)

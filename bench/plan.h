@@ -44,13 +44,35 @@ typedef struct bt_profile {
      * each kind's own [n_ctx][n_rows], or NULL (every layer costs layer_s) */
     int n_dense;
     const double *dense_s, *expert_s;
+    /* layers with experts (all, or those past n_dense): how many distinct
+     * experts a call's rows choose sets how much of the experts it reads,
+     * and that depends on the router and the sequences, not on the machine.
+     * experts: [n_ctx][n_rows] the distinct experts the profile's calls chose
+     * (NULL: none recorded); expert_one_s: what one more distinct expert adds
+     * to a call; spread: the workload's choices, a call of r rows choosing
+     * k + spread (E (1 - (1 - k/E)^r) - k) of the E experts (0: every row
+     * the same k, 1: rows independent and uniform), where spread_given;
+     * else the profile's own choices. */
+    const double *experts;
+    double expert_one_s;
+    int n_expert, n_expert_used;
+    double spread;
+    bool spread_given;
 } bt_profile_t;
 
 double bt_profile_layer(const bt_profile_t *p, double rows, double ctx);
 
 /* Layer il's time: its kind's where the profile has kinds, else
- * bt_profile_layer. */
+ * bt_profile_layer; a layer with experts, for the workload's spread. */
 double bt_profile_layer_at(const bt_profile_t *p, int il, double rows, double ctx);
+/* The distinct experts a call of rows chooses at spread (bt_profile_t), of
+ * n_expert with k each. */
+double bt_plan_experts(int n_expert, int k, double spread, double rows);
+
+/* The spread at which a call of rows chooses `chosen` distinct experts
+ * (-1: rows <= 1 or no experts, where every spread gives k). */
+double bt_plan_spread(int n_expert, int k, double rows, double chosen);
+
 double bt_profile_head(const bt_profile_t *p, double rows);
 double bt_profile_embed(const bt_profile_t *p, double rows);
 double bt_profile_sample(const bt_profile_t *p, double rows); /* 0 without sample_s */

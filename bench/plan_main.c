@@ -36,6 +36,8 @@ typedef struct plan_args {
     int ranks_per_node, cores_per_node, n_prompt, n_gen, threads;
     double latency_s, bandwidth_Bps;
     double tp_latency_s, tp_bandwidth_Bps; /* between the ranks of one node */
+    double expert_spread; /* --expert-spread (expert_spread_given) */
+    bool expert_spread_given;
     bool help;
 } plan_args_t;
 
@@ -71,6 +73,11 @@ static void usage(FILE *f)
             "  -p N, -n N            prompt length and decode steps (default 512, 128)\n"
             "  -ub LIST              micro-batch sizes to choose from (default: the profile's)\n"
             "  --parallel LIST       sequences decoding at once (default 1,16,64)\n"
+            "  --expert-spread X     experts: a call of r rows chooses k + X (E (1 - (1 -\n"
+            "                        k/E)^r) - k) distinct experts of E (0: the rows all\n"
+            "                        choose alike, 1: independently; default: as the\n"
+            "                        profile's rows chose, or 1 for --shape; --compare\n"
+            "                        takes each row's own)\n"
             "  --compare FILE        predict every row of FILE's /results; print the errors\n"
             "  --trace FILE.json     the simulated timeline of the first comparison (or of\n"
             "                        the largest node count's best prefill)\n"
@@ -156,7 +163,15 @@ static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
             else
                 a->node_mem = x * 1073741824.0;
         }
-        else if (!strcmp(o, "--trace"))
+        else if (!strcmp(o, "--expert-spread")) {
+            char *end;
+            a->expert_spread = strtod(v, &end);
+            a->expert_spread_given = true;
+            if (end == v || *end || !(a->expert_spread >= 0) || !isfinite(a->expert_spread)) {
+                bt_log_error("--expert-spread: '%s' is not a number of 0 or more", v);
+                st = BT_ERR_ARG;
+            }
+        } else if (!strcmp(o, "--trace"))
             a->trace = v;
         else if (!strcmp(o, "--hdf5"))
             a->hdf5 = v;
@@ -220,6 +235,9 @@ typedef struct loaded {
     int *rows, *ctx;
     double *layer, *head, *embed, *shared, *sample;
     double *dense, *expert; /* the layer kinds' [n_ctx][n_rows] (DeepSeek), or unused */
+    double *chose[2];       /* the distinct experts the "layer" and "expert" rows chose */
+    int n_chose[2];
+    double expert_one_s;    /* the "expert_one" row's (0: none) */
     int threads;
     char model[512];
     double weight_bytes; /* all weights (a shape's profile; 0: unknown) */
@@ -259,6 +277,23 @@ static int distinct(int *v, int n)
     return k;
 }
 
+/* The experts the profile's calls chose and what one more costs a call (a
+ * version 7 profile of a model with experts, whose file is at hand for E
+ * and k): of the "expert" rows where layers differ by kind, else of the
+ * "layer" ones. */
+static void load_experts(loaded_t *L)
+{
+    bt_profile_t *p = &L->p;
+    const int e = p->n_dense > 0;
+    if (!L->have_hp || L->hp.n_expert <= 0 || (L->hp.n_dense > 0 && !e) ||
+        L->n_chose[e] != p->n_rows * p->n_ctx || !(L->expert_one_s > 0))
+        return;
+    p->experts = L->chose[e];
+    p->expert_one_s = L->expert_one_s;
+    p->n_expert = L->hp.n_expert;
+    p->n_expert_used = L->hp.n_expert_used;
+}
+
 /* The rows of the last profiled run at `threads` (0: the last run). */
 static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
 {
@@ -296,6 +331,8 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
     int tab_got[3] = {0};
     L->dense = calloc((size_t)(nr * nc + 1), sizeof(double));
     L->expert = calloc((size_t)(nr * nc + 1), sizeof(double));
+    for (int e = 0; e < 2; e++)
+        L->chose[e] = calloc((size_t)(nr * nc + 1), sizeof(double));
     /* the kinds with one figure a row count; the optional ones (shared: no
      * core beyond -t; sample: a version 5 file) only when every row count
      * has one, head and embed always (0 where missing) */
@@ -316,7 +353,14 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
             if (!strcmp(r[i].kind, by_kind[v]) && ci != NULL) {
                 (*tab[v])[(ci - L->ctx) * nr + k] = r[i].seconds;
                 tab_got[v]++;
+                const int e = v == 2; /* "expert" rows, else "layer" ones */
+                if (v != 1 && L->chose[e] != NULL && r[i].experts > 0) {
+                    L->chose[e][(ci - L->ctx) * nr + k] = r[i].experts;
+                    L->n_chose[e]++;
+                }
             }
+        if (!strcmp(r[i].kind, "expert_one"))
+            L->expert_one_s = r[i].seconds;
         for (int v = 0; v < 4; v++)
             if (!strcmp(r[i].kind, per_row[v])) {
                 (*vec[v])[k] = r[i].seconds;
@@ -345,6 +389,7 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
     const double **to[] = {&L->p.head_s, &L->p.embed_s, &L->p.shared_s, &L->p.sample_s};
     for (int v = 0; v < 4; v++)
         *to[v] = v < 2 || got[v] == nr ? *vec[v] : NULL;
+    load_experts(L);
     return nr > 0 ? BT_OK : BT_ERR_ARG;
 }
 
@@ -355,6 +400,8 @@ static void loaded_free(loaded_t *L)
     free(L->layer);
     free(L->dense);
     free(L->expert);
+    free(L->chose[0]);
+    free(L->chose[1]);
     free(L->head);
     free(L->embed);
     free(L->shared);
@@ -589,6 +636,7 @@ typedef struct shape_cost {
     double kv_row;       /* KV cache bytes per position (f16) */
     double q_dim;
     int n_expert, k;
+    double spread; /* bt_plan_experts */
 } shape_cost_t;
 
 /* One layer on r rows at context c: weights read once (for experts, the
@@ -599,7 +647,7 @@ static double synth_layer(const plan_args_t *a, const shape_cost_t *sc, double r
     double flops = 2 * r * sc->attn_params + 4 * r * (c + r / 2) * sc->q_dim;
     double bytes = sc->attn_params * sc->bytes_w + (c + r) * sc->kv_row;
     if (sc->n_expert > 0) {
-        const double touched = sc->n_expert * (1 - pow(1 - (double)sc->k / sc->n_expert, r));
+        const double touched = bt_plan_experts(sc->n_expert, sc->k, sc->spread, r);
         flops += 2 * r * sc->k * sc->ffn_params;
         bytes += touched * sc->ffn_params * sc->bytes_w;
     } else {
@@ -640,6 +688,7 @@ static bt_status_t synth_profile(const plan_args_t *a, loaded_t *L)
         .q_dim = q_dim,
         .n_expert = s.n_expert,
         .k = s.n_expert_used,
+        .spread = a->expert_spread_given ? a->expert_spread : 1.0,
     };
     static const int rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
     static const int ctx[] = {0, 4096, 32768};
@@ -660,8 +709,10 @@ static bt_status_t synth_profile(const plan_args_t *a, loaded_t *L)
         L->head[i] = roof(a, 2.0 * rows[i] * head_params, head_params * sc.bytes_w);
         L->embed[i] = roof(a, 0, rows[i] * s.n_embd * sc.bytes_w);
     }
-    L->p = (bt_profile_t){s.n_layer, nr, L->rows, nc, L->ctx, L->layer, L->head, L->embed,
-                          4.0 * s.n_embd + 16, 64, NULL, NULL, 0, NULL, NULL};
+    L->p = (bt_profile_t){.n_layer = s.n_layer, .n_rows = nr, .rows = L->rows, .n_ctx = nc,
+                          .ctx = L->ctx, .layer_s = L->layer, .head_s = L->head,
+                          .embed_s = L->embed, .act_bytes_row = 4.0 * s.n_embd + 16,
+                          .msg_bytes = 64};
     L->threads = 1;
     L->hp = (bt_hparams_t){.n_vocab = s.n_vocab, .n_embd = s.n_embd, .n_layer = s.n_layer,
                            .n_head = s.n_head, .n_head_kv = s.n_head_kv, .head_dim = hd,
@@ -909,6 +960,11 @@ static int run_compare(const plan_args_t *a)
                 pp.tensor.bandwidth_Bps = r->gather_bandwidth_MBps * 1e6;
             }
         }
+        /* the experts this row's calls chose (version 7), else --expert-spread's */
+        const double spread = bt_plan_spread(L->p.n_expert, L->p.n_expert_used, r->expert_rows,
+                                             r->expert_count);
+        L->p.spread = spread >= 0 ? spread : a->expert_spread;
+        L->p.spread_given = spread >= 0 || a->expert_spread_given;
         pred_t pr;
         const bool is_pp = r->n_gen == 0 && r->n_prompt > 0, is_tg = r->n_prompt == 0;
         const int G = r->pipeline ? (r->n_parallel < S ? r->n_parallel : S) : 1;
@@ -987,6 +1043,8 @@ int main(int argc, char **argv)
                          "with --hdf5)", a.links);
             rc = 1;
         } else {
+            L.p.spread = a.expert_spread;
+            L.p.spread_given = a.expert_spread_given && !a.shape; /* a shape's: in its costs */
             rc = run_table(&a, &L);
         }
         loaded_free(&L); /* zeroed first by both loaders */

@@ -108,6 +108,7 @@ typedef struct probe {
     int32_t *ids;
     bt_row_t *rows;
     int ubatch, turn;
+    bool same; /* every row the first of x0 (time_expert_one) */
 } probe_t;
 
 /* The n rows of x0 the next call starts from: each call other tokens
@@ -129,7 +130,11 @@ static void part_layers(const bt_hparams_t *hp, part_t part, int *l0, int *l1)
 
 static bt_status_t run_part(probe_t *pr, part_t part, int n, int ctx)
 {
-    memcpy(pr->x, next_rows(pr, n), sizeof(float) * (size_t)n * (size_t)pr->f->m->hp.n_embd);
+    const size_t row = (size_t)pr->f->m->hp.n_embd;
+    for (int r = 0; pr->same && r < n; r++)
+        memcpy(pr->x + (size_t)r * row, pr->x0, sizeof(float) * row);
+    if (!pr->same)
+        memcpy(pr->x, next_rows(pr, n), sizeof(float) * (size_t)n * row);
     int l0, l1;
     switch (part) {
     case P_LAYERS: case P_DENSE: case P_EXPERT:
@@ -187,6 +192,42 @@ static bt_status_t time_part(probe_t *pr, part_t part, int n, int ctx, readers_t
     return st;
 }
 
+/* The median time of a part on n rows at context ctx, a layer (of the
+ * part's), and the distinct experts its calls chose (mean). */
+static bt_status_t time_layer(probe_t *pr, part_t part, int n, int ctx, readers_t *rd,
+                              double *sec, double *shared, double *experts)
+{
+    const bt_expert_count_t was = pr->f->counted;
+    const bt_status_t st = time_part(pr, part, n, ctx, rd, sec, shared);
+    int l0, l1;
+    part_layers(&pr->f->m->hp, part, &l0, &l1);
+    *sec /= l1 - l0;
+    if (shared != NULL)
+        *shared /= l1 - l0;
+    const uint64_t calls = pr->f->counted.calls - was.calls;
+    *experts = calls > 0 ? (double)(pr->f->counted.experts - was.experts) / (double)calls : 0.0;
+    return st;
+}
+
+/* What one more distinct expert costs a layer call (the "expert_one" row):
+ * n rows of one token at positions 0.. (rows that stay alike through
+ * every layer, so choose the same k experts) against n rows of different
+ * tokens there, which choose more: the same (row, expert) pairs, attention
+ * and norms, so the time between them is the further experts' (weights
+ * read once each). Overwrites the cache's first n positions: run last. */
+static bt_status_t time_expert_one(probe_t *pr, part_t part, int n, double *sec, double *more)
+{
+    double t_diff, t_same, d_diff, d_same;
+    bt_status_t st = time_layer(pr, part, n, 0, NULL, &t_diff, NULL, &d_diff);
+    pr->same = true;
+    if (st == BT_OK)
+        st = time_layer(pr, part, n, 0, NULL, &t_same, NULL, &d_same);
+    pr->same = false;
+    *more = d_diff - d_same;
+    *sec = *more >= 1 ? (t_diff - t_same) / *more : 0.0;
+    return st;
+}
+
 static bt_profile_row_t profile_row(const bt_profile_params_t *pp, const bt_hparams_t *hp,
                                     const char *kind, int rows, int ctx, double sec,
                                     double act_row, double held, double msg)
@@ -226,7 +267,7 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
     rows[n_rows++] = pp->ubatch;
     probe_t pr = {.ubatch = pp->ubatch};
     st = bt_forward_init(m, pp->ops, n_ctx, 1, pp->ubatch, pp->threads, pp->kv_type, &pr.f);
-    const size_t cap = (size_t)n_rows * (3 * (size_t)pp->n_ctx + 4);
+    const size_t cap = (size_t)n_rows * (3 * (size_t)pp->n_ctx + 4) + 1; /* + expert_one */
     bt_profile_row_t *res = calloc(cap, sizeof *res);
     pr.x = malloc(sizeof(float) * (size_t)pp->ubatch * (size_t)hp->n_embd);
     pr.x0 = malloc(sizeof(float) * (size_t)pp->ubatch * (size_t)hp->n_embd);
@@ -277,24 +318,30 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
     const int last = hp->n_dense > 0 && hp->n_dense < hp->n_layer ? P_EXPERT : P_SAMPLE;
     for (int part = P_LAYERS; part <= last && st == BT_OK; part++) {
         const bool layers = part == P_LAYERS || part == P_DENSE || part == P_EXPERT;
-        int l0, l1;
-        part_layers(hp, (part_t)part, &l0, &l1);
         for (int c = 0; c < (layers ? pp->n_ctx : 1) && st == BT_OK; c++)
             for (int i = 0; i < n_rows && st == BT_OK; i++) {
                 double sec;
                 const int ctx = layers ? pp->ctx[c] : 0;
                 const bool pair = part == P_LAYERS && ctx == min_ctx && rd.n > 0;
-                st = time_part(&pr, (part_t)part, rows[i], ctx, pair ? &rd : NULL, &sec,
-                               pair ? &shared[i] : NULL);
-                if (layers)
-                    sec /= l1 - l0;
-                res[k++] = profile_row(pp, hp, kinds[part], rows[i], ctx, sec, act_row, held,
-                                       msg);
+                double experts = 0;
+                st = layers ? time_layer(&pr, (part_t)part, rows[i], ctx, pair ? &rd : NULL,
+                                         &sec, pair ? &shared[i] : NULL, &experts)
+                            : time_part(&pr, (part_t)part, rows[i], ctx, NULL, &sec, NULL);
+                res[k] = profile_row(pp, hp, kinds[part], rows[i], ctx, sec, act_row, held, msg);
+                res[k++].experts = experts;
             }
     }
+    /* the experts' layers (all, or those past DeepSeek's dense ones) on 16 rows */
+    const int one_rows = pp->ubatch < 16 ? pp->ubatch : 16;
+    if (st == BT_OK && hp->n_expert > 0 && one_rows > 1) {
+        double sec, more;
+        st = time_expert_one(&pr, last == P_EXPERT ? P_EXPERT : P_LAYERS, one_rows, &sec, &more);
+        res[k] = profile_row(pp, hp, "expert_one", one_rows, 0, sec, act_row, held, msg);
+        res[k++].experts = more;
+    }
     for (int i = 0; i < n_rows && st == BT_OK && rd.n > 0; i++)
-        res[k++] = profile_row(pp, hp, "shared", rows[i], min_ctx, shared[i] / hp->n_layer,
-                               act_row, held, msg);
+        res[k++] = profile_row(pp, hp, "shared", rows[i], min_ctx, shared[i], act_row, held,
+                               msg);
     readers_stop(&rd);
     free(pr.x);
     free(pr.x0);
@@ -314,10 +361,18 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
 
 void bt_profile_print(FILE *f, const bt_profile_row_t *rows, int n)
 {
-    fprintf(f, "| part | rows | context | threads | ms a call | us a row |\n");
-    fprintf(f, "| --- | ---: | ---: | ---: | ---: | ---: |\n");
+    bool experts = false;
     for (int i = 0; i < n; i++)
-        fprintf(f, "| %s | %d | %d | %d | %.4f | %.2f |\n", rows[i].kind, rows[i].n_rows,
+        experts |= rows[i].experts > 0;
+    fprintf(f, "| part | rows | context | threads | ms a call | us a row |%s\n",
+            experts ? " experts |" : "");
+    fprintf(f, "| --- | ---: | ---: | ---: | ---: | ---: |%s\n", experts ? " ---: |" : "");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "| %s | %d | %d | %d | %.4f | %.2f |", rows[i].kind, rows[i].n_rows,
                 rows[i].n_ctx, rows[i].n_threads, rows[i].seconds * 1e3,
                 rows[i].seconds * 1e6 / rows[i].n_rows);
+        if (experts)
+            fprintf(f, rows[i].experts > 0 ? " %.1f |" : " |", rows[i].experts);
+        fputc('\n', f);
+    }
 }

@@ -165,6 +165,53 @@ START_TEST(test_layer_kinds)
 }
 END_TEST
 
+/* Experts: a call of r rows chooses k + spread (E (1 - (1 - k/E)^r) - k)
+ * distinct experts (k at one row, never more than E), bt_plan_spread
+ * inverts it, and a layer with experts costs the profile's time plus the
+ * workload's experts beyond the profile's own at expert_one_s each, for
+ * the layers with experts only, and only with a spread given. */
+START_TEST(test_expert_spread)
+{
+    ck_assert(NEAR(bt_plan_experts(128, 8, 0.4, 1), 8));
+    ck_assert(NEAR(bt_plan_experts(128, 8, 0, 16), 8));
+    const double indep8 = 128 * (1 - pow(120.0 / 128, 8)); /* 51.6 */
+    ck_assert(NEAR(bt_plan_experts(128, 8, 1, 8), indep8));
+    ck_assert(NEAR(bt_plan_experts(128, 8, 0.5, 8), 8 + 0.5 * (indep8 - 8)));
+    ck_assert(NEAR(bt_plan_experts(8, 2, 3, 64), 8)); /* at most E */
+    ck_assert(NEAR(bt_plan_experts(0, 0, 1, 8), 0));
+    ck_assert(NEAR(bt_plan_spread(128, 8, 8, 8 + 0.25 * (indep8 - 8)), 0.25));
+    ck_assert(NEAR(bt_plan_spread(128, 8, 8, 5), 0));  /* fewer than k: none spread */
+    ck_assert(NEAR(bt_plan_spread(128, 8, 1, 8), -1)); /* one row: any spread */
+    ck_assert(NEAR(bt_plan_spread(0, 0, 8, 0), -1));
+
+    flat_t f;
+    flat_init(&f, 4, 1e-3, 0);
+    const double chose[2] = {8, 100}; /* at 1 and 1024 rows */
+    f.p.experts = chose;
+    f.p.expert_one_s = 1e-5;
+    f.p.n_expert = 128;
+    f.p.n_expert_used = 8;
+    ck_assert(NEAR(bt_profile_layer_at(&f.p, 0, 8, 0), 8e-3)); /* no spread given */
+    f.p.spread_given = true;
+    f.p.spread = 1;
+    const double own8 = 8 + 7.0 / 1023 * 92; /* the profile's, interpolated */
+    ck_assert(NEAR(bt_profile_layer_at(&f.p, 0, 8, 0), 8e-3 + (indep8 - own8) * 1e-5));
+    ck_assert(NEAR(bt_profile_layer_at(&f.p, 3, 1, 0), 1e-3)); /* one row: k either way */
+    f.p.spread = 0; /* fewer than the profile's: cheaper */
+    ck_assert(NEAR(bt_profile_layer_at(&f.p, 0, 8, 0), 8e-3 - (own8 - 8) * 1e-5));
+    const int b[2] = {0, 4};
+    const bt_plan_pipe_t p = pipe_of(&f, 1, b, 0, 0);
+    ck_assert(NEAR(bt_plan_stage_s(&p, 0, 8, 0, 0), 4 * (8e-3 - (own8 - 8) * 1e-5)));
+    /* layers of two kinds: the dense ones keep their time */
+    const double dense[2] = {0.25e-3, 0.25e-3 * 1024}, expert[2] = {2e-3, 2e-3 * 1024};
+    f.p.n_dense = 1;
+    f.p.dense_s = dense;
+    f.p.expert_s = expert;
+    ck_assert(NEAR(bt_profile_layer_at(&f.p, 0, 8, 0), 2e-3));
+    ck_assert(NEAR(bt_profile_layer_at(&f.p, 1, 8, 0), 16e-3 - (own8 - 8) * 1e-5));
+}
+END_TEST
+
 /* Tensor ranks: a stage's layer costs the largest share of the one-rank
  * time plus its gathers (fixed cost and bytes), and each micro-batch the
  * leader's broadcast; a stage of 2 ranks with free gathers is twice as
@@ -340,6 +387,7 @@ int main(void)
     tcase_add_test(tc, test_profile_interpolation);
     tcase_add_test(tc, test_gpipe_equal_stages);
     tcase_add_test(tc, test_layer_kinds);
+    tcase_add_test(tc, test_expert_spread);
     tcase_add_test(tc, test_slow_link);
     tcase_add_test(tc, test_tensor_stage);
     tcase_add_test(tc, test_crowding_and_experts);

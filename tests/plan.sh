@@ -195,12 +195,48 @@ p = h5py.File(sys.argv[1], "r")["profile"][()]
 for kind in (b"layer", b"dense", b"expert"):
     k = p[p["kind"] == kind]
     assert len(k) == 4 * 2 and (k["seconds"] > 0).all(), (kind, len(k))
+assert (p["kind"] == b"expert_one").sum() == 1
 PY
     "$bin/baton-plan" --profile "$tmp/ds.h5" -t 1 --nodes 1-3 -p 64 -n 8 >"$tmp/ds.plan" 2>&1 &&
     [ "$(grep -cE '^\| [123] \| [123] \| 1 \|' "$tmp/ds.plan")" -eq 3 ]; then
     ok "deepseek2 profile: dense, expert and average layer rows; baton-plan splits 1-3 nodes"
 else
     bad "deepseek2 profile"; cat "$tmp/ds.out" "$tmp/err" "$tmp/ds.plan" 2>/dev/null
+fi
+
+# experts (qwen3moe, 8 of 2 a token): the profile records the distinct
+# experts its calls chose (2 at one row, more at 8) and what one more costs
+# a call (expert_one, from calls that chose more against calls that chose
+# fewer); a benchmark records its calls' rows and experts (one sequence:
+# exactly 2; four: 2 to 8); --compare predicts its rows with them
+moe=$tmp/moe.gguf
+"$bin/baton-mkmodel" --shape tiny --arch qwen3moe -o "$moe" >/dev/null 2>&1 || bad "mkmodel qwen3moe"
+if timeout 300 "$bin/baton-bench" -m "$moe" --profile -t 1 -ub 8 --profile-ctx 0,16 \
+    --hdf5 "$tmp/moe.h5" >"$tmp/moe.out" 2>&1 &&
+    timeout 300 "$bin/baton-bench" -m "$moe" -t 1 -p 0 -n 4 -npl 1,4 -r 1 \
+        --hdf5 "$tmp/moe.h5" >>"$tmp/moe.out" 2>&1 &&
+    "$py" - "$tmp/moe.h5" <<'PY' 2>"$tmp/err" &&
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+p = f["profile"][()]
+layer = p[p["kind"] == b"layer"]
+assert len(layer) == 4 * 2, len(layer)
+for r in layer:
+    assert 2 <= r["experts"] <= min(8, 2 * r["n_rows"]), (r["n_rows"], r["experts"])
+    assert r["experts"] == 2 or r["n_rows"] > 1, r
+one = p[p["kind"] == b"expert_one"]
+assert len(one) == 1 and one[0]["n_rows"] == 8 and one[0]["experts"] >= 1, one
+res = f["results"][()]
+got = [(int(r["n_parallel"]), float(r["expert_rows"]), float(r["expert_count"])) for r in res]
+assert got[0] == (1, 1.0, 2.0), got
+assert got[1][:2] == (4, 4.0) and 2 <= got[1][2] <= 8, got
+PY
+    "$bin/baton-plan" --profile "$tmp/moe.h5" --compare "$tmp/moe.h5" >"$tmp/moe.cmp" 2>&1 &&
+    [ "$(check_rows 1 "$tmp/moe.cmp")" = 2 ]; then
+    ok "experts: the profile's choices and expert_one, the benchmark's rows and experts a call, --compare"
+else
+    bad "experts in the profile and the results"
+    cat "$tmp/moe.out" "$tmp/err" "$tmp/moe.cmp" 2>/dev/null
 fi
 
 # bad input
@@ -217,6 +253,8 @@ expect() { # RE CMD...: exits non-zero with one error line matching RE
 expect "no profile given" "$bin/baton-plan" --nodes 2
 expect "--model-bytes: 'lots' is not a size" "$bin/baton-plan" --profile "$h5" --model-bytes lots
 expect "--latency: 'fast' is not a time" "$bin/baton-plan" --profile "$h5" --latency fast
+expect "--expert-spread: '-1' is not a number of 0 or more" "$bin/baton-plan" --profile "$h5" \
+    --expert-spread -1
 expect "--bandwidth: '10GB' is not a rate" "$bin/baton-plan" --profile "$h5" --bandwidth 10GB
 expect "cannot read $tmp/nope.h5" "$bin/baton-plan" --profile "$tmp/nope.h5"
 expect "no /profile rows" "$bin/baton-plan" --profile "$tmp/plan.h5"
