@@ -739,8 +739,16 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
         printf("Predicted (not measured): %s, %d threads a rank, %d rank%s a node of %d cores",
                L->model, L->threads, a->ranks_per_node, a->ranks_per_node > 1 ? "s" : "",
                a->cores_per_node);
-    printf("; hops %.1f us, %.3g Gbit/s; pp%d, tg%d from an empty cache.\n",
+    printf("; hops %.1f us, %.3g Gbit/s; pp%d, tg%d from an empty cache",
            a->latency_s * 1e6, a->bandwidth_Bps * 8 / 1e9, a->n_prompt, a->n_gen);
+    /* the experts a call reads: the workload's assumption, recorded in /plan */
+    const double spread = a->shape ? (a->expert_spread_given ? a->expert_spread : 1.0)
+                          : p->spread_given && p->experts != NULL ? p->spread : -1.0;
+    if (spread >= 0 && L->hp.n_expert > 0)
+        printf("; experts: a call of r rows chooses k + %.2f (E (1 - (1 - k/E)^r) - k)", spread);
+    else if (p->experts != NULL)
+        printf("; experts: as many as the profile's calls chose");
+    printf(".\n");
     const double weights = a->model_bytes > 0 ? a->model_bytes : L->weight_bytes;
     const bool mem = weights > 0;
     printf("| nodes | stages | tp | split | -ub | pp t/s GPipe | pp t/s sync | pp speedup | pp "
@@ -840,7 +848,8 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
                                      .pp_gpipe_ts = best, .pp_sync_ts = best_sync,
                                      .pp_speedup = best / base,
                                      .pp_efficiency = best / (base * N), .n_parallel = P,
-                                     .n_groups = bg, .tg_ts = bt};
+                                     .n_groups = bg, .tg_ts = bt,
+                                     .expert_spread = L->hp.n_expert > 0 ? spread : -1.0};
                 snprintf(o->created, sizeof o->created, "%s", created);
                 snprintf(o->source, sizeof o->source, "%s", L->model);
                 bt_partition_split_str(bounds, S, o->split, sizeof o->split);

@@ -217,6 +217,7 @@ static hid_t plan_type(void)
     INSERT(t, bt_plan_row_t, n_groups, H5T_NATIVE_INT32);
     INSERT(t, bt_plan_row_t, tg_ts, H5T_NATIVE_DOUBLE);
     INSERT(t, bt_plan_row_t, node_gib, H5T_NATIVE_DOUBLE);
+    INSERT(t, bt_plan_row_t, expert_spread, H5T_NATIVE_DOUBLE);
     return t;
 }
 
@@ -609,7 +610,8 @@ static bool added_after(const char *name, int version)
         const char *name;
         int since;
     } added[] = {{"split_mode", 5},  {"tp", 5},           {"gather_s", 5},
-                 {"expert_rows", 7}, {"expert_count", 7}, {"experts", 7}};
+                 {"expert_rows", 7}, {"expert_count", 7}, {"experts", 7},
+                 {"expert_spread", 7}};
     for (size_t i = 0; i < sizeof added / sizeof added[0]; i++)
         if (!strcmp(name, added[i].name))
             return version < added[i].since;

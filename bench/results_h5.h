@@ -46,7 +46,7 @@
  * /results with the gather probe, gather_s in /stage_times, tp in /plan; 6: /profile
  * rows of kinds "sample" and "shared" (a reader of 5 would take them for others);
  * 7: the experts a call chose, in /results (expert_rows, expert_count) and /profile
- * (experts, and the "expert_one" row) */
+ * (experts, and the "expert_one" row), and the spread a /plan row assumed */
 #define BT_H5_FORMAT_VERSION 7
 /* The oldest version the readers (bt_h5_read_*) take. */
 #define BT_H5_READ_VERSION_MIN 4
@@ -140,6 +140,8 @@ typedef struct bt_plan_row {
     int32_t n_parallel, n_groups;
     double tg_ts;           /* aggregate over n_parallel sequences */
     double node_gib;        /* memory of the busiest node (0: unknown) */
+    double expert_spread;   /* experts: the --expert-spread assumed (bt_plan_experts), -1:
+                             * as the profile's calls chose, or no experts (version 7) */
 } bt_plan_row_t;
 
 /* Appends baton-plan's rows to /plan, creating path when it does not exist. */

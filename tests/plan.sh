@@ -238,6 +238,32 @@ else
     bad "experts in the profile and the results"
     cat "$tmp/moe.out" "$tmp/err" "$tmp/moe.cmp" 2>/dev/null
 fi
+# the table at --expert-spread 0 and 1, each recorded in /plan: one
+# sequence alike (k experts either way), four slower when they spread
+# (where the profile's expert_one came out positive: a tiny model's two
+# timings may not, and then the profile's own counts are used, -1)
+for x in 0 1; do
+    "$bin/baton-plan" --profile "$tmp/moe.h5" -t 1 --nodes 1 -p 16 -n 4 --parallel 1,4 \
+        --expert-spread $x --hdf5 "$tmp/moeplan.h5" >"$tmp/moeplan$x" 2>&1 ||
+        bad "baton-plan --expert-spread $x"
+done
+if "$py" - "$tmp/moe.h5" "$tmp/moeplan.h5" <<'PY' 2>"$tmp/err"
+import sys, h5py
+p = h5py.File(sys.argv[1], "r")["profile"][()]
+priced = p[p["kind"] == b"expert_one"][0]["seconds"] > 0
+plan = h5py.File(sys.argv[2], "r")["plan"][()]
+keys = sorted((float(r["expert_spread"]), int(r["n_parallel"])) for r in plan)
+got = {(float(r["expert_spread"]), int(r["n_parallel"])): float(r["tg_ts"]) for r in plan}
+if priced:
+    assert keys == [(0.0, 1), (0.0, 4), (1.0, 1), (1.0, 4)], keys
+    assert abs(got[0.0, 1] - got[1.0, 1]) <= 1e-9 * got[0.0, 1], got
+    assert got[0.0, 4] > got[1.0, 4], got
+else:
+    assert keys == [(-1.0, 1), (-1.0, 1), (-1.0, 4), (-1.0, 4)], keys
+print("priced" if priced else "not priced")
+PY
+then ok "--expert-spread 0 and 1: recorded in /plan, one sequence alike, four slower when spread"
+else bad "--expert-spread in the table and /plan"; cat "$tmp/err" "$tmp/moeplan0" "$tmp/moeplan1"; fi
 
 # bad input
 expect() { # RE CMD...: exits non-zero with one error line matching RE

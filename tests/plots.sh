@@ -165,7 +165,7 @@ for k, v in src.attrs.items():
 dst.attrs["format_version"] = numpy.int32(4)
 # what versions 5 and 7 added
 new = {"results": ("split_mode", "tp", "expert_rows", "expert_count"),
-       "stage_times": ("gather_s",), "profile": ("experts",)}
+       "stage_times": ("gather_s",), "profile": ("experts",), "plan": ("expert_spread",)}
 for name in src:
     data = src[name][()]
     if name in new:
