@@ -87,7 +87,7 @@ double bt_profile_layer_at(const bt_profile_t *p, int il, double rows, double ct
     const double t = !kinds(p) ? bt_profile_layer(p, rows, ctx)
                                : layer_table(p, il < p->n_dense ? p->dense_s : p->expert_s, rows,
                                              ctx);
-    if (p->experts == NULL || !p->spread_given || il < p->n_dense)
+    if (p->experts == NULL || p->spread < 0 || il < p->n_dense)
         return t;
     /* the workload's distinct experts for the profile's, each at its cost */
     const double own = fmin(p->n_expert, layer_table(p, p->experts, rows, ctx));

@@ -51,13 +51,12 @@ typedef struct bt_profile {
      * (NULL: none recorded); expert_one_s: what one more distinct expert adds
      * to a call; spread: the workload's choices, a call of r rows choosing
      * k + spread (E (1 - (1 - k/E)^r) - k) of the E experts (0: every row
-     * the same k, 1: rows independent and uniform), where spread_given;
-     * else the profile's own choices. */
+     * the same k, 1: rows independent and uniform; < 0: as the profile's
+     * calls chose, no correction). */
     const double *experts;
     double expert_one_s;
     int n_expert, n_expert_used;
     double spread;
-    bool spread_given;
 } bt_profile_t;
 
 double bt_profile_layer(const bt_profile_t *p, double rows, double ctx);

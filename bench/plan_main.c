@@ -36,8 +36,7 @@ typedef struct plan_args {
     int ranks_per_node, cores_per_node, n_prompt, n_gen, threads;
     double latency_s, bandwidth_Bps;
     double tp_latency_s, tp_bandwidth_Bps; /* between the ranks of one node */
-    double expert_spread; /* --expert-spread (expert_spread_given) */
-    bool expert_spread_given;
+    double expert_spread; /* --expert-spread; < 0: not given */
     bool help;
 } plan_args_t;
 
@@ -109,7 +108,7 @@ static bool parse_rate(const char *s, double *out)
 static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
 {
     *a = (plan_args_t){.ranks_per_node = 1, .n_prompt = 512, .n_gen = 128, .latency_s = 20e-6,
-                       .node_overhead_s = 20e-6, .tp_latency_s = 2e-6,
+                       .node_overhead_s = 20e-6, .tp_latency_s = 2e-6, .expert_spread = -1,
                        .tp_bandwidth_Bps = 80e9 / 8,
                        .bandwidth_Bps = 100e9 / 8, .cores_per_node = (int)sysconf(_SC_NPROCESSORS_ONLN)};
     bt_status_t st = BT_OK;
@@ -166,7 +165,6 @@ static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
         else if (!strcmp(o, "--expert-spread")) {
             char *end;
             a->expert_spread = strtod(v, &end);
-            a->expert_spread_given = true;
             if (end == v || *end || !(a->expert_spread >= 0) || !isfinite(a->expert_spread)) {
                 bt_log_error("--expert-spread: '%s' is not a number of 0 or more", v);
                 st = BT_ERR_ARG;
@@ -285,6 +283,7 @@ static void load_experts(loaded_t *L)
 {
     bt_profile_t *p = &L->p;
     const int e = p->n_dense > 0;
+    p->spread = -1; /* the profile's own, until a workload says otherwise */
     if (!L->have_hp || L->hp.n_expert <= 0 || (L->hp.n_dense > 0 && !e) ||
         L->n_chose[e] != p->n_rows * p->n_ctx || !(L->expert_one_s > 0))
         return;
@@ -688,7 +687,7 @@ static bt_status_t synth_profile(const plan_args_t *a, loaded_t *L)
         .q_dim = q_dim,
         .n_expert = s.n_expert,
         .k = s.n_expert_used,
-        .spread = a->expert_spread_given ? a->expert_spread : 1.0,
+        .spread = a->expert_spread >= 0 ? a->expert_spread : 1.0,
     };
     static const int rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
     static const int ctx[] = {0, 4096, 32768};
@@ -712,7 +711,7 @@ static bt_status_t synth_profile(const plan_args_t *a, loaded_t *L)
     L->p = (bt_profile_t){.n_layer = s.n_layer, .n_rows = nr, .rows = L->rows, .n_ctx = nc,
                           .ctx = L->ctx, .layer_s = L->layer, .head_s = L->head,
                           .embed_s = L->embed, .act_bytes_row = 4.0 * s.n_embd + 16,
-                          .msg_bytes = 64};
+                          .msg_bytes = 64, .spread = sc.spread}; /* in the costs already */
     L->threads = 1;
     L->hp = (bt_hparams_t){.n_vocab = s.n_vocab, .n_embd = s.n_embd, .n_layer = s.n_layer,
                            .n_head = s.n_head, .n_head_kv = s.n_head_kv, .head_dim = hd,
@@ -741,10 +740,10 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
                a->cores_per_node);
     printf("; hops %.1f us, %.3g Gbit/s; pp%d, tg%d from an empty cache",
            a->latency_s * 1e6, a->bandwidth_Bps * 8 / 1e9, a->n_prompt, a->n_gen);
-    /* the experts a call reads: the workload's assumption, recorded in /plan */
-    const double spread = a->shape ? (a->expert_spread_given ? a->expert_spread : 1.0)
-                          : p->spread_given && p->experts != NULL ? p->spread : -1.0;
-    if (spread >= 0 && L->hp.n_expert > 0)
+    /* the experts a call reads: the workload's assumption, recorded in /plan
+     * (a measured profile without expert counts takes none) */
+    const double spread = L->hp.n_expert > 0 && (a->shape || p->experts) ? p->spread : -1.0;
+    if (spread >= 0)
         printf("; experts: a call of r rows chooses k + %.2f (E (1 - (1 - k/E)^r) - k)", spread);
     else if (p->experts != NULL)
         printf("; experts: as many as the profile's calls chose");
@@ -849,7 +848,7 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
                                      .pp_speedup = best / base,
                                      .pp_efficiency = best / (base * N), .n_parallel = P,
                                      .n_groups = bg, .tg_ts = bt,
-                                     .expert_spread = L->hp.n_expert > 0 ? spread : -1.0};
+                                     .expert_spread = spread};
                 snprintf(o->created, sizeof o->created, "%s", created);
                 snprintf(o->source, sizeof o->source, "%s", L->model);
                 bt_partition_split_str(bounds, S, o->split, sizeof o->split);
@@ -973,7 +972,6 @@ static int run_compare(const plan_args_t *a)
         const double spread = bt_plan_spread(L->p.n_expert, L->p.n_expert_used, r->expert_rows,
                                              r->expert_count);
         L->p.spread = spread >= 0 ? spread : a->expert_spread;
-        L->p.spread_given = spread >= 0 || a->expert_spread_given;
         pred_t pr;
         const bool is_pp = r->n_gen == 0 && r->n_prompt > 0, is_tg = r->n_prompt == 0;
         const int G = r->pipeline ? (r->n_parallel < S ? r->n_parallel : S) : 1;
@@ -1052,8 +1050,8 @@ int main(int argc, char **argv)
                          "with --hdf5)", a.links);
             rc = 1;
         } else {
-            L.p.spread = a.expert_spread;
-            L.p.spread_given = a.expert_spread_given && !a.shape; /* a shape's: in its costs */
+            if (!a.shape)
+                L.p.spread = a.expert_spread;
             rc = run_table(&a, &L);
         }
         loaded_free(&L); /* zeroed first by both loaders */

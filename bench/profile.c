@@ -131,9 +131,10 @@ static void part_layers(const bt_hparams_t *hp, part_t part, int *l0, int *l1)
 static bt_status_t run_part(probe_t *pr, part_t part, int n, int ctx)
 {
     const size_t row = (size_t)pr->f->m->hp.n_embd;
-    for (int r = 0; pr->same && r < n; r++)
-        memcpy(pr->x + (size_t)r * row, pr->x0, sizeof(float) * row);
-    if (!pr->same)
+    if (pr->same)
+        for (int r = 0; r < n; r++)
+            memcpy(pr->x + (size_t)r * row, pr->x0, sizeof(float) * row);
+    else
         memcpy(pr->x, next_rows(pr, n), sizeof(float) * (size_t)n * row);
     int l0, l1;
     switch (part) {

@@ -457,7 +457,9 @@ static bt_status_t experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
         else
             bt_topk_softmax(f->route + (size_t)t * n_exp, n_exp, k, f->sel + t * k,
                             f->sel_w + t * k);
-    int n = 0; /* expert by expert, the (row, rank) pairs that chose it, in row order */
+    /* expert by expert, the (row, rank) pairs that chose it, in row order;
+     * chosen: the experts some row chose */
+    int n = 0, chosen = 0;
     for (int e = 0; e < n_exp; e++) {
         f->exp_rows[e] = n;
         for (int j = 0; j < n_tok * k; j++)
@@ -468,11 +470,9 @@ static bt_status_t experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
                            e_sz * sizeof(float));
                 n++;
             }
+        chosen += n > f->exp_rows[e];
     }
     f->exp_rows[n_exp] = n;
-    int chosen = 0;
-    for (int e = 0; e < n_exp; e++)
-        chosen += f->exp_rows[e + 1] > f->exp_rows[e];
     f->counted.calls++;
     f->counted.rows += (uint64_t)n_tok;
     f->counted.experts += (uint64_t)chosen;

@@ -191,8 +191,8 @@ START_TEST(test_expert_spread)
     f.p.expert_one_s = 1e-5;
     f.p.n_expert = 128;
     f.p.n_expert_used = 8;
+    f.p.spread = -1; /* none given: as the profile's calls chose */
     ck_assert(NEAR(bt_profile_layer_at(&f.p, 0, 8, 0), 8e-3)); /* no spread given */
-    f.p.spread_given = true;
     f.p.spread = 1;
     const double own8 = 8 + 7.0 / 1023 * 92; /* the profile's, interpolated */
     ck_assert(NEAR(bt_profile_layer_at(&f.p, 0, 8, 0), 8e-3 + (indep8 - own8) * 1e-5));
