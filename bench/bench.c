@@ -394,12 +394,17 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     /* the experts the measured micro-batches chose, a call (the ranks' sums:
      * a stage's tensor ranks count alike, so the means stay one rank's) */
     const bt_expert_count_t *now = &p.fwd->counted;
-    double ex[3] = {(double)(now->calls - before.calls), (double)(now->rows - before.rows),
-                    (double)(now->experts - before.experts)}, ex_all[3];
-    MPI_Reduce(ex, ex_all, 3, MPI_DOUBLE, MPI_SUM, 0, b->comm);
+    double ex[4] = {(double)(now->calls - before.calls), (double)(now->rows - before.rows),
+                    (double)(now->experts - before.experts),
+                    (double)(now->busiest - before.busiest)}, ex_all[4];
+    MPI_Reduce(ex, ex_all, 4, MPI_DOUBLE, MPI_SUM, 0, b->comm);
     if (b->rank == 0 && ex_all[0] > 0) {
         row->expert_rows = ex_all[1] / ex_all[0];
         row->expert_count = ex_all[2] / ex_all[0];
+        if (prm->verbose)
+            bt_log_info("experts: %.2f distinct a call of %.2f rows; the busiest tensor rank "
+                        "holds %.2f of them", row->expert_count, row->expert_rows,
+                        ex_all[3] / ex_all[0]);
     }
     double times[5];
     bt_pipe_stage_times(&p, times);

@@ -110,6 +110,11 @@ double bt_profile_sample(const bt_profile_t *p, double rows)
     return p->sample_s != NULL && rows > 0 ? at_rows(p, p->sample_s, rows) : 0.0;
 }
 
+double bt_profile_rest(const bt_profile_t *p, double rows)
+{
+    return p->rest_s != NULL && rows > 0 ? at_rows(p, p->rest_s, rows) : 0.0;
+}
+
 double bt_profile_crowding(const bt_profile_t *p, double rows)
 {
     if (p->shared_s == NULL)
@@ -183,11 +188,13 @@ double bt_plan_stage_s(const bt_plan_pipe_t *p, int s, int rows, int ctx, int lo
         if (n == 0)
             continue;
         double layer = bt_profile_layer_at(p->prof, il, rows, ctx);
-        if (split) { /* weights by the rank's share, attention over the context by its heads' */
+        if (split) { /* the products by the rank's share of the weights, attention over
+                      * the context by its heads', the rest of a layer whole */
             const double flat = bt_profile_layer_at(p->prof, il, rows, 0);
+            const double rest = fmin(flat, bt_profile_rest(p->prof, rows));
             const double share = bt_plan_tensor_share(tp, rows);
             const double heads = tp->attn_share > 0 ? tp->attn_share : share;
-            layer = flat * share + (layer - flat) * heads;
+            layer = (flat - rest) * share + rest + (layer - flat) * heads;
         }
         t += n * layer;
     }

@@ -40,6 +40,9 @@ typedef struct bt_profile {
     const double *shared_s; /* [n_rows] or NULL: one layer at the smallest context while
                              * every other core of the node reads memory */
     const double *sample_s; /* [n_rows] or NULL: choosing the tokens of that many rows */
+    const double *rest_s;   /* [n_rows] or NULL: what a layer at the smallest context does
+                             * besides its products and attention (norms, routing,
+                             * activations, ...), which every tensor rank does whole */
     /* layers of two kinds (DeepSeek's first n_dense layers dense, the others experts):
      * each kind's own [n_ctx][n_rows], or NULL (every layer costs layer_s) */
     int n_dense;
@@ -75,6 +78,7 @@ double bt_plan_spread(int n_expert, int k, double rows, double chosen);
 double bt_profile_head(const bt_profile_t *p, double rows);
 double bt_profile_embed(const bt_profile_t *p, double rows);
 double bt_profile_sample(const bt_profile_t *p, double rows); /* 0 without sample_s */
+double bt_profile_rest(const bt_profile_t *p, double rows);   /* 0 without rest_s */
 
 /* How much slower a rank computes rows while the node's other cores work
  * too: shared_s over layer_s at the smallest context (1 without shared_s, never

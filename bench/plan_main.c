@@ -231,7 +231,7 @@ static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
 typedef struct loaded {
     bt_profile_t p;
     int *rows, *ctx;
-    double *layer, *head, *embed, *shared, *sample;
+    double *layer, *head, *embed, *shared, *sample, *rest;
     double *dense, *expert; /* the layer kinds' [n_ctx][n_rows] (DeepSeek), or unused */
     double *chose[2];       /* the distinct experts the "layer" and "expert" rows chose */
     int n_chose[2];
@@ -333,12 +333,14 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
     for (int e = 0; e < 2; e++)
         L->chose[e] = calloc((size_t)(nr * nc + 1), sizeof(double));
     /* the kinds with one figure a row count; the optional ones (shared: no
-     * core beyond -t; sample: a version 5 file) only when every row count
-     * has one, head and embed always (0 where missing) */
-    static const char *const per_row[] = {"head", "embed", "shared", "sample"};
-    double **vec[] = {&L->head, &L->embed, &L->shared, &L->sample};
-    int got[4] = {0};
-    for (int v = 0; v < 4; v++)
+     * core beyond -t; sample: a version 5 file; rest: before it was
+     * profiled) only when every row count has one, head and embed always
+     * (0 where missing) */
+    static const char *const per_row[] = {"head", "embed", "shared", "sample", "rest"};
+    double **vec[] = {&L->head, &L->embed, &L->shared, &L->sample, &L->rest};
+    enum { N_PER_ROW = 5 };
+    int got[N_PER_ROW] = {0};
+    for (int v = 0; v < N_PER_ROW; v++)
         *vec[v] = calloc((size_t)nr + 1, sizeof(double));
     for (int i = 0; i < n; i++) {
         if (r[i].run_id != run)
@@ -360,7 +362,7 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
             }
         if (!strcmp(r[i].kind, "expert_one"))
             L->expert_one_s = r[i].seconds;
-        for (int v = 0; v < 4; v++)
+        for (int v = 0; v < N_PER_ROW; v++)
             if (!strcmp(r[i].kind, per_row[v])) {
                 (*vec[v])[k] = r[i].seconds;
                 got[v]++;
@@ -385,8 +387,9 @@ static bt_status_t load_profile(const char *path, int threads, loaded_t *L)
         L->p.dense_s = L->dense;
         L->p.expert_s = L->expert;
     }
-    const double **to[] = {&L->p.head_s, &L->p.embed_s, &L->p.shared_s, &L->p.sample_s};
-    for (int v = 0; v < 4; v++)
+    const double **to[] = {&L->p.head_s, &L->p.embed_s, &L->p.shared_s, &L->p.sample_s,
+                           &L->p.rest_s};
+    for (int v = 0; v < N_PER_ROW; v++)
         *to[v] = v < 2 || got[v] == nr ? *vec[v] : NULL;
     load_experts(L);
     return nr > 0 ? BT_OK : BT_ERR_ARG;
@@ -405,6 +408,7 @@ static void loaded_free(loaded_t *L)
     free(L->embed);
     free(L->shared);
     free(L->sample);
+    free(L->rest);
 }
 
 /* ---- tensor ranks ---- */

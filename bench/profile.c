@@ -240,6 +240,47 @@ static bt_status_t time_expert_one(probe_t *pr, part_t part, int n, double *sec,
     return st;
 }
 
+/* The ops of the "rest" rows: every product and attention free (zeros
+ * out, as fast as memory writes them), so a layer's time is what it does
+ * besides them: norms, rope, activations, routing and top-k, the experts'
+ * grouping and combine, residual adds. Zeros keep every value finite (a
+ * router of zeros chooses the first k experts, as many as real rows). */
+static void free_matmul(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                        int n_tok, const bt_scratch_t *s)
+{
+    (void)x, (void)s;
+    memset(out, 0, sizeof(float) * (size_t)n_tok * (size_t)w->n_out);
+}
+
+static void free_many(const bt_matmul_job_t *jobs, int n_jobs, const bt_scratch_t *s)
+{
+    for (int i = 0; i < n_jobs; i++)
+        free_matmul(jobs[i].out, &jobs[i].w, jobs[i].x, jobs[i].n_tok, s);
+}
+
+static void free_attention(float *restrict out, const float *restrict q, const void *k,
+                           const void *v, uint32_t kv_type, int n_tok, int pos0,
+                           const bt_attn_t *a, const bt_scratch_t *s)
+{
+    (void)q, (void)k, (void)v, (void)kv_type, (void)pos0, (void)s;
+    memset(out, 0, sizeof(float) * (size_t)n_tok * (size_t)a->n_head * (size_t)a->head_dim);
+}
+
+static const bt_ops_t products_free = {"products free", free_matmul, free_many, free_attention};
+
+/* The "rest" of a layer on n rows at context ctx: its time with
+ * products_free (time_layer's). Tensor ranks each do all of it (baton-plan
+ * divides only the rest of a layer among them). */
+static bt_status_t time_rest(probe_t *pr, int n, int ctx, double *sec)
+{
+    const bt_ops_t *ops = pr->f->ops;
+    double experts;
+    pr->f->ops = &products_free;
+    const bt_status_t st = time_layer(pr, P_LAYERS, n, ctx, NULL, sec, NULL, &experts);
+    pr->f->ops = ops;
+    return st;
+}
+
 static bt_profile_row_t profile_row(const bt_profile_params_t *pp, const bt_hparams_t *hp,
                                     const char *kind, int rows, int ctx, double sec,
                                     double act_row, double held, double msg)
@@ -279,7 +320,7 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
     rows[n_rows++] = pp->ubatch;
     probe_t pr = {.ubatch = pp->ubatch};
     st = bt_forward_init(m, pp->ops, n_ctx, 1, pp->ubatch, pp->threads, pp->kv_type, &pr.f);
-    const size_t cap = (size_t)n_rows * (3 * (size_t)pp->n_ctx + 4) + 1; /* + expert_one */
+    const size_t cap = (size_t)n_rows * (3 * (size_t)pp->n_ctx + 5) + 1; /* + expert_one */
     bt_profile_row_t *res = calloc(cap, sizeof *res);
     pr.x = malloc(sizeof(float) * (size_t)pp->ubatch * (size_t)hp->n_embd);
     pr.x0 = malloc(sizeof(float) * (size_t)pp->ubatch * (size_t)hp->n_embd);
@@ -342,6 +383,11 @@ bt_status_t bt_bench_profile(const bt_profile_params_t *pp, bt_profile_row_t **o
                 res[k] = profile_row(pp, hp, kinds[part], rows[i], ctx, sec, act_row, held, msg);
                 res[k++].experts = experts;
             }
+    }
+    for (int i = 0; i < n_rows && st == BT_OK; i++) {
+        double sec;
+        st = time_rest(&pr, rows[i], min_ctx, &sec);
+        res[k++] = profile_row(pp, hp, "rest", rows[i], min_ctx, sec, act_row, held, msg);
     }
     /* the experts' layers (all, or those past DeepSeek's dense ones) on 16 rows */
     const int one_rows = pp->ubatch < 16 ? pp->ubatch : 16;

@@ -473,9 +473,17 @@ static bt_status_t experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
         chosen += n > f->exp_rows[e];
     }
     f->exp_rows[n_exp] = n;
+    int busiest = 0; /* the most chosen experts one tensor rank holds */
+    for (int r = 0; r < sh->size; r++) {
+        int held = 0;
+        for (int e = sh->expert[r]; e < sh->expert[r + 1]; e++)
+            held += f->exp_rows[e + 1] > f->exp_rows[e];
+        busiest = held > busiest ? held : busiest;
+    }
     f->counted.calls++;
     f->counted.rows += (uint64_t)n_tok;
     f->counted.experts += (uint64_t)chosen;
+    f->counted.busiest += (uint64_t)busiest;
     int nj = 0;
     for (int e = e0; e < e1; e++) {
         const int r0 = f->exp_rows[e], ne = f->exp_rows[e + 1] - r0;

@@ -53,11 +53,13 @@ typedef struct bt_run {
 
 /* What the routers of a forward's expert layers chose: summed over the
  * layer calls (each layer on each micro-batch), the rows and the distinct
- * experts the rows chose (of the whole layer, on a tensor rank too). Their
- * means a call say how much of the experts a workload's micro-batches read,
- * which depends on the router and the sequences (baton-plan uses it). */
+ * experts the rows chose (of the whole layer, on a tensor rank too), and
+ * of those the most that one of the stage's tensor ranks holds (a call
+ * waits for that rank; experts itself without tensor ranks). Their means a
+ * call say how much of the experts a workload's micro-batches read, which
+ * depends on the router and the sequences (baton-plan uses them). */
 typedef struct bt_expert_count {
-    uint64_t calls, rows, experts;
+    uint64_t calls, rows, experts, busiest;
 } bt_expert_count_t;
 
 typedef struct bt_forward {

@@ -232,6 +232,15 @@ START_TEST(test_tensor_stage)
     const double gather = 4 * 1e-5 + 8 * 2000 / 1e9, bcast = 1e-5 + 8 * 1000 / 1e9;
     ck_assert(NEAR(bt_plan_gather_s(&p.tensor, 8), gather));
     ck_assert(NEAR(bt_plan_stage_s(&p, 0, 8, 0, 0), 0.6 * one + 6 * gather + bcast));
+    /* the rest of a layer (norms, routing, ...) is every rank's whole: with
+     * a fifth of each layer rest, a layer costs 0.6 * 0.8 + 0.2 of one */
+    const double rest[2] = {0.2 * f.layer[0], 0.2 * f.layer[1]}, layer8 = one / 6;
+    ck_assert(NEAR(bt_profile_rest(&f.p, 8), 0));
+    f.p.rest_s = rest;
+    ck_assert(NEAR(bt_profile_rest(&f.p, 8), 0.2 * layer8));
+    ck_assert(NEAR(bt_plan_stage_s(&p, 0, 8, 0, 0), 6 * (0.6 * 0.8 + 0.2) * layer8 + 6 * gather +
+                                                       bcast));
+    f.p.rest_s = NULL;
     for (int mode = 0; mode <= 1; mode++) {
         bt_plan_sim_t sim;
         ck_assert_int_eq(bt_plan_simulate_prefill(&p, 64, 8, (bt_plan_mode_t)mode, false, &sim),

@@ -40,15 +40,24 @@ import sys, h5py
 p = h5py.File(sys.argv[1], "r")["profile"][()]
 spare = int(sys.argv[2]) > 1
 kinds = sorted({k.decode() for k in p["kind"]})
-assert kinds == ["embed", "head", "layer", "sample"] + (["shared"] if spare else []), kinds
-assert len(p) == 7 * 2 + 7 + 7 + 7 + 7 * spare, len(p)
+assert kinds == ["embed", "head", "layer", "rest", "sample"] + (["shared"] if spare else []), kinds
+assert len(p) == 7 * 2 + 7 + 7 + 7 + 7 + 7 * spare, len(p)
 assert (p["seconds"] > 0).all() and (p["n_layer"] == 8).all() and (p["act_bytes_row"] == 1024).all()
 shared = p[p["kind"] == b"shared"]
 assert sorted(shared["n_rows"]) == ([1, 2, 4, 8, 16, 32, 64] if spare else []), shared["n_rows"]
 assert (shared["n_ctx"] == 0).all()
+# the rest of a layer besides its products and attention: at context 0,
+# a part of the layer's time there, and growing with the rows
+rest = p[p["kind"] == b"rest"]
+layer = p[(p["kind"] == b"layer") & (p["n_ctx"] == 0)]
+assert sorted(rest["n_rows"]) == sorted(layer["n_rows"]) and (rest["n_ctx"] == 0).all()
+for r in rest:
+    l = layer[layer["n_rows"] == r["n_rows"]][0]
+    assert r["seconds"] < l["seconds"], (r["n_rows"], r["seconds"], l["seconds"])
+assert rest[rest["n_rows"] == 64][0]["seconds"] > rest[rest["n_rows"] == 1][0]["seconds"]
 PY
     ok "/profile: every time positive, 1024 bytes a row (256 floats), 7 sample rows," \
-        "shared rows at context 0 with $((cores - 1)) spare cores"
+        "rest rows below the layer's, shared rows at context 0 with $((cores - 1)) spare cores"
 else
     bad "/profile rows"; cat "$tmp/err"
 fi
@@ -237,6 +246,20 @@ PY
 else
     bad "experts in the profile and the results"
     cat "$tmp/moe.out" "$tmp/err" "$tmp/moe.cmp" 2>/dev/null
+fi
+# -v: how many of a call's distinct experts the busiest tensor rank holds
+# (a row chooses 2 of 8; each of 2 ranks holds 4, so 1 or 2 a call, and
+# these fixed tokens' calls have both), and on one rank all of them
+busiest() { sed -n 's/.*the busiest tensor rank holds \([0-9.]*\) of them.*/\1/p' "$1"; }
+if mpi 2 "$bin/baton-bench" -m "$moe" -t 1 -p 0 -n 4 -npl 1 -sm tensor -r 1 -v \
+    >"$tmp/moe.tp" 2>&1 &&
+    timeout 120 "$bin/baton-bench" -m "$moe" -t 1 -p 0 -n 4 -npl 4 -r 1 -v >"$tmp/moe.one" 2>&1 &&
+    awk -v b="$(busiest "$tmp/moe.tp")" 'BEGIN { exit !(b > 1 && b < 2) }' &&
+    grep -q "experts: \([0-9.]*\) distinct a call of 4.00 rows; the busiest tensor rank holds \1 of" \
+        "$tmp/moe.one"; then
+    ok "-v: the busiest tensor rank's experts, $(busiest "$tmp/moe.tp") of 2; one rank: all"
+else
+    bad "-v busiest tensor rank's experts"; cat "$tmp/moe.tp" "$tmp/moe.one"
 fi
 # the table at --expert-spread 0 and 1, each recorded in /plan: one
 # sequence alike (k experts either way), four slower when they spread
