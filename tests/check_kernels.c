@@ -664,10 +664,10 @@ static int split_next(const int *pat, int *idx, int left)
 
 /* n_in 67 takes the tiled path with a tail; 96 (a multiple of 32) also
  * the fused one-token GEMV where the type has one: every split mixes both. */
-static void matmul_invariance(const bt_ops_t *ops, uint32_t type, int64_t n_in, bool pack)
+static void matmul_invariance(const bt_ops_t *ops, uint32_t type, int64_t n_in, int64_t n_out,
+                              bool pack)
 {
     enum { NT = 13 };
-    const int64_t n_out = 37;
     rng_t r = rng_make(300 + type + (uint64_t)n_in);
     wmat_t w = wmat_make(type, n_in, n_out, 0, &r);
     float *x = xmalloc((size_t)(NT * n_in) * sizeof(float));
@@ -712,12 +712,17 @@ START_TEST(test_matmul_batch_invariance)
 {
     const uint32_t type = mm_types[_i];
     if (type != BT_TYPE_Q8_0)
-        matmul_invariance(&bt_ops_exact, type, 67, false);
-    matmul_invariance(&bt_ops_exact, type, 96, false);
+        matmul_invariance(&bt_ops_exact, type, 67, 37, false);
+    matmul_invariance(&bt_ops_exact, type, 96, 37, false);
     if (type != BT_TYPE_Q8_0 && !bt_ops_cpu_is_exact(type, 96)) /* 37 rows: a partial panel; 13 tokens: 8 + 5 */
         for (int pack = 0; pack <= 1; pack++) {
-            matmul_invariance(&bt_ops_cpu, type, 67, pack);
-            matmul_invariance(&bt_ops_cpu, type, 96, pack);
+            matmul_invariance(&bt_ops_cpu, type, 67, 37, pack);
+            matmul_invariance(&bt_ops_cpu, type, 96, 37, pack);
+            /* one-row products long enough for the team however few their
+             * multiply-adds (at least 128 KiB of weights), in few panels:
+             * 8, a mixture's router's, and 12 with the last partial */
+            matmul_invariance(&bt_ops_cpu, type, 1024, 128, pack);
+            matmul_invariance(&bt_ops_cpu, type, 1024, 190, pack);
         }
 }
 END_TEST

@@ -36,6 +36,10 @@
  * Prefill: 8 tokens of one panel in AVX-512's 32 registers, 6 tokens (12
  * accumulators) in AVX2's 16. */
 #define GEMV_WIDE_MAX (40 << 10)
+/* Fewer panels than this a thread (two wide units): units of 2 panels
+ * instead, so that a small product (a mixture's router, 8 panels) still
+ * gives every thread a share, and an even one. */
+#define GEMV_FEW (2 * GEMV_WIDE)
 /* A unit of panels up to this many bytes prefetches its thread's next
  * unit while it is computed, spread over its k steps, into L2
  * (__builtin_prefetch's locality 2; 3 lost 3-15 points). Short panels
@@ -285,7 +289,9 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
 #endif
     const int per_unit = !packed ? 1
                        : n_tok > 1 ? pair
-                       : nth == 1 || pstride <= GEMV_WIDE_MAX ? GEMV_WIDE : 2;
+                       : nth == 1 || (pstride <= GEMV_WIDE_MAX && n_panels >= GEMV_FEW * nth)
+                           ? GEMV_WIDE
+                           : 2;
     const int64_t n_units = (n_panels + per_unit - 1) / per_unit;
     /* one token: the panels' own streams prefetch where the CPU wants it
      * (PF_AHEAD), else the next unit does (PF_UNIT_MAX) */
@@ -349,7 +355,13 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
 void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                           int n_tok, const bt_scratch_t *s)
 {
-    const int team = bt_team_size(s, (double)n_tok * (double)w->n_in * (double)w->n_out);
+    /* a one-row product long enough to read, of 8 panels or more (two
+     * units of 2 for each of two threads): the team
+     * (BT_PARALLEL_MIN_BYTES) */
+    const double bytes = (double)w->row_bytes * (double)w->n_out;
+    const bool stream = n_tok == 1 && bytes >= BT_PARALLEL_MIN_BYTES && w->n_out >= 4 * 2 * 16;
+    const int team = stream ? s->n_threads
+                            : bt_team_size(s, (double)n_tok * (double)w->n_in * (double)w->n_out);
     if (team == 1) { /* no OpenMP region: see bt_cpu_matmul_q8 */
         fpanel_share(out, w, x, n_tok, s, 0, 1);
         return;

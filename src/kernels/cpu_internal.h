@@ -15,6 +15,13 @@
  * computes an element never changes its value, so this is only speed. */
 #define BT_PARALLEL_MIN_WORK (1 << 18)
 
+/* Weight bytes from which a one-row product takes the team whatever its
+ * multiply-adds: it reads them once at memory speed, and 128 KiB take a
+ * core about 8 us (16 GB/s), a team that a decode step keeps spinning
+ * about 1 us to start (a mixture's F32 router, 128 x 512, is 256 KiB and
+ * 65536 multiply-adds). */
+#define BT_PARALLEL_MIN_BYTES (1 << 17)
+
 static inline int bt_team_size(const bt_scratch_t *s, double work)
 {
     return work >= BT_PARALLEL_MIN_WORK ? s->n_threads : 1;
