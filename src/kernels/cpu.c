@@ -916,7 +916,15 @@ static void cpu_attention(float *restrict out, const float *restrict q, const vo
 {
     const att_args_t x = {out, q, k, v, kv_type == BT_TYPE_F16, n_tok, pos0, a, s};
     const int seen = a->window > 0 && a->window < pos0 + n_tok ? a->window : pos0 + n_tok;
-    const int team = bt_team_size(s, 2.0 * n_tok * seen * (double)a->n_head * a->head_dim);
+    /* a few decode rows read their keys and values once, at memory speed:
+     * from BT_PARALLEL_MIN_BYTES of them, the team, where there are units
+     * to share (one per kv head) */
+    const double kv_bytes =
+        2.0 * seen * (double)a->n_head_kv * a->head_dim * (kv_type == BT_TYPE_F16 ? 2 : 4);
+    const bool stream =
+        n_tok <= BT_ATT_ROWS && a->n_head_kv > 1 && kv_bytes >= BT_PARALLEL_MIN_BYTES;
+    const int team = stream ? s->n_threads
+                            : bt_team_size(s, 2.0 * n_tok * seen * (double)a->n_head * a->head_dim);
     if (team == 1) { /* no OpenMP region: even an inactive one costs about a microsecond */
         att_share(&x, 0, 1);
         return;
