@@ -1832,6 +1832,36 @@ START_TEST(test_geglu)
 }
 END_TEST
 
+/* The rule of test_topk_softmax by its definition, k passes each taking
+ * the first best of what is left, against bt_topk_softmax's one pass:
+ * many ties (a few distinct values), +0 and -0 (equal), NaNs, every k. */
+START_TEST(test_topk_random)
+{
+    static const float vals[] = {1.0f, -1.0f, 0.0f, -0.0f, 2.5f, NAN, -7.0f};
+    rng_t r = rng_make(4242);
+    float v[160], w[16];
+    int idx[16];
+    for (int trial = 0; trial < 400; trial++) {
+        const int n = 1 + (int)(rng_u32(&r) % 160), k = 1 + (int)(rng_u32(&r) % (n < 16 ? n : 16));
+        for (int e = 0; e < n; e++)
+            v[e] = trial % 2 ? vals[rng_u32(&r) % 7] : rng_unif(&r, -3.0f, 3.0f);
+        bt_topk_softmax(v, n, k, idx, w);
+        for (int i = 0; i < k; i++) {
+            int best = -1;
+            for (int e = 0; e < n; e++) {
+                bool taken = false;
+                for (int j = 0; j < i; j++)
+                    taken |= idx[j] == e;
+                if (!taken && (best < 0 || v[e] > v[best] || (isnan(v[best]) && !isnan(v[e]))))
+                    best = e;
+            }
+            CHECK_MSG(idx[i] == best, "n %d k %d: choice %d is %d, want %d", n, k, i, idx[i],
+                      best);
+        }
+    }
+}
+END_TEST
+
 /* softcap c tanh(x / c): the quotient, tanhf (2 ulp) and the product: the
  * error is <= (1 - T^2) |x| u + 5u |c T|; saturates at +-c; nan stays nan. */
 /* Expert routing: the k largest, best first, the lower index first on a
@@ -2074,6 +2104,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_geglu);
     tcase_add_test(tc, test_softcap);
     tcase_add_test(tc, test_topk_softmax);
+    tcase_add_test(tc, test_topk_random);
     tcase_add_test(tc, test_add_rows_scale);
     tcase_add_test(tc, test_rmsnorm_in_place);
     tcase_add_test(tc, test_elementwise_rows);

@@ -277,24 +277,34 @@ void bt_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n)
         y[i] += a * x[i];
 }
 
-/* Selection by k passes (k is small: the experts a token uses), each
- * taking the first maximum of what is left; the weights with libm's expf
- * in one fixed order. */
+/* Whether a value ranks before another that comes earlier: only by
+ * being larger (an equal stays after it: the lower index first among
+ * equals), a number before NaN. */
+static inline bool beats(float a, float b)
+{
+    return !isnan(a) && (isnan(b) || a > b);
+}
+
 /* idx[0 .. k): the k largest of v[0 .. n), largest first, a lower index
- * first among equals, NaN after every number. */
+ * first among equals, NaN after every number (-1 past n). One pass in
+ * index order, each value passing the held ones it beats: once k are
+ * held, most values stop at the first comparison. */
 static void topk(const float *restrict v, int n, int k, int *restrict idx)
 {
-    for (int i = 0; i < k; i++) {
-        int best = -1;
-        for (int e = 0; e < n; e++) {
-            bool taken = false;
-            for (int j = 0; j < i; j++)
-                taken |= idx[j] == e;
-            if (!taken && (best < 0 || v[e] > v[best] || (isnan(v[best]) && !isnan(v[e]))))
-                best = e;
-        }
-        idx[i] = best;
+    int held = 0;
+    for (int e = 0; e < n; e++) {
+        int at = held;
+        while (at > 0 && beats(v[e], v[idx[at - 1]]))
+            at--;
+        if (at == k)
+            continue;
+        for (int j = held < k ? held : k - 1; j > at; j--)
+            idx[j] = idx[j - 1];
+        idx[at] = e;
+        held += held < k;
     }
+    for (int i = held; i < k; i++)
+        idx[i] = -1;
 }
 
 void bt_topk_softmax(const float *restrict logits, int n, int k, int *restrict idx,
