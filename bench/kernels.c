@@ -658,7 +658,8 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
                "%% read BW now, a GEMV's GB/s against the read bandwidth of its thread count "
                "measured just before and after it (the larger; passes of %zu MiB, each the next of %zu "
                "windows of a cold buffer). "
-               "The matmul runs products under 2^18 multiply-adds on one thread. Shapes: ",
+               "The matmul runs products under 2^18 multiply-adds on one thread, except "
+               "one-token F32/F16/BF16 products of 128 KiB and 128 rows or more. Shapes: ",
             r->now_win * sizeof(float) >> 20, r->now_n / r->now_win);
     for (int i = 0; i < n_shapes; i++)
         fprintf(f, "%s%s", i ? ", " : "", shapes[i].name);
