@@ -479,7 +479,7 @@ static inline void acc_q6_k(vf *acc, const uint8_t *blk, const float *restrict x
                          const bt_scratch_t *s)                                                \
     {                                                                                          \
         const int64_t n_out = w->n_out, n_groups = (n_out + 3) / 4;                            \
-        const int team = bt_team_size(s, (double)w->n_in * (double)n_out);                        \
+        const int team = bt_team_size(s, (double)w->n_in * (double)n_out, 0.0);                \
         _Pragma("omp parallel for schedule(static) num_threads(team) if (team > 1)")           \
         for (int64_t g = 0; g < n_groups; g++) {                                               \
             const int64_t r = 4 * g;                                                           \
@@ -545,7 +545,7 @@ static void exact_matmul(float *restrict out, const bt_matrix_t *w, const float 
     const bt_to_float_fn fast = bt_dequant_simd_fn(w->type);
     const bt_to_float_fn to_float = fast ? fast : bt_type_info(w->type)->to_float;
 
-    const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out);
+    const int team = bt_team_size(s, (double)n_tok * (double)n_in * (double)n_out, 0.0);
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
     for (int64_t b = 0; b < n_blocks; b++) {
         const int64_t r0 = b * BT_MATMUL_ROWS;
@@ -916,15 +916,13 @@ static void cpu_attention(float *restrict out, const float *restrict q, const vo
 {
     const att_args_t x = {out, q, k, v, kv_type == BT_TYPE_F16, n_tok, pos0, a, s};
     const int seen = a->window > 0 && a->window < pos0 + n_tok ? a->window : pos0 + n_tok;
-    /* a few decode rows read their keys and values once, at memory speed:
-     * from BT_PARALLEL_MIN_BYTES of them, the team, where there are units
-     * to share (one per kv head) */
+    /* a few decode rows stream their keys and values, shared out by kv
+     * head where there are two or more */
+    const bool stream = n_tok <= BT_ATT_ROWS && a->n_head_kv > 1;
     const double kv_bytes =
         2.0 * seen * (double)a->n_head_kv * a->head_dim * (kv_type == BT_TYPE_F16 ? 2 : 4);
-    const bool stream =
-        n_tok <= BT_ATT_ROWS && a->n_head_kv > 1 && kv_bytes >= BT_PARALLEL_MIN_BYTES;
-    const int team = stream ? s->n_threads
-                            : bt_team_size(s, 2.0 * n_tok * seen * (double)a->n_head * a->head_dim);
+    const int team = bt_team_size(s, 2.0 * n_tok * seen * (double)a->n_head * a->head_dim,
+                                  stream ? kv_bytes : 0.0);
     if (team == 1) { /* no OpenMP region: even an inactive one costs about a microsecond */
         att_share(&x, 0, 1);
         return;

@@ -355,13 +355,11 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
 void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                           int n_tok, const bt_scratch_t *s)
 {
-    /* a one-row product long enough to read, of 8 panels or more (two
-     * units of 2 for each of two threads): the team
-     * (BT_PARALLEL_MIN_BYTES) */
-    const double bytes = (double)w->row_bytes * (double)w->n_out;
-    const bool stream = n_tok == 1 && bytes >= BT_PARALLEL_MIN_BYTES && w->n_out >= 4 * 2 * 16;
-    const int team = stream ? s->n_threads
-                            : bt_team_size(s, (double)n_tok * (double)w->n_in * (double)w->n_out);
+    /* one row streams the weights, shared out where they make two units
+     * of 2 panels for each of two threads */
+    const bool stream = n_tok == 1 && w->n_out >= 2 * 2 * 2 * 16;
+    const int team = bt_team_size(s, (double)n_tok * (double)w->n_in * (double)w->n_out,
+                                  stream ? (double)w->row_bytes * (double)w->n_out : 0.0);
     if (team == 1) { /* no OpenMP region: see bt_cpu_matmul_q8 */
         fpanel_share(out, w, x, n_tok, s, 0, 1);
         return;

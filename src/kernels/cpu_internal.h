@@ -15,16 +15,17 @@
  * computes an element never changes its value, so this is only speed. */
 #define BT_PARALLEL_MIN_WORK (1 << 18)
 
-/* Weight bytes from which a one-row product takes the team whatever its
- * multiply-adds: it reads them once at memory speed, and 128 KiB take a
- * core about 8 us (16 GB/s), a team that a decode step keeps spinning
- * about 1 us to start (a mixture's F32 router, 128 x 512, is 256 KiB and
- * 65536 multiply-adds). */
+/* Bytes from which a call that reads them once, at memory speed, takes
+ * the team whatever its multiply-adds: 128 KiB take a core about 8 us
+ * (16 GB/s), a team that a decode step keeps spinning about 1 us to start
+ * (a mixture's F32 router, 128 x 512, is 256 KiB and 65536 multiply-adds). */
 #define BT_PARALLEL_MIN_BYTES (1 << 17)
 
-static inline int bt_team_size(const bt_scratch_t *s, double work)
+/* The team for a call of `work` multiply-adds that streams `bytes` from
+ * memory (0 where its caller counts no stream, or cannot share one). */
+static inline int bt_team_size(const bt_scratch_t *s, double work, double bytes)
 {
-    return work >= BT_PARALLEL_MIN_WORK ? s->n_threads : 1;
+    return work >= BT_PARALLEL_MIN_WORK || bytes >= BT_PARALLEL_MIN_BYTES ? s->n_threads : 1;
 }
 
 /* cpu_q8.c and cpu_fpanel.c define these in the avx512 and avx2 builds

@@ -1036,7 +1036,7 @@ static void q8_share(float *restrict out, const bt_matrix_t *w, const float *res
 void bt_cpu_matmul_q8(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                       int n_tok, const bt_scratch_t *s)
 {
-    const int team = bt_team_size(s, (double)n_tok * (double)w->n_in * (double)w->n_out);
+    const int team = bt_team_size(s, (double)n_tok * (double)w->n_in * (double)w->n_out, 0.0);
     if (team == 1) {
         q8_share(out, w, x, n_tok, s, 0, 1);
         return;
@@ -1083,7 +1083,7 @@ void bt_cpu_matmul_q8_many(const bt_matmul_job_t *jobs, int n_jobs, const bt_scr
         total += (double)q8_groups(&jobs[i].w) * q8_group_cost(&jobs[i]);
         work += (double)jobs[i].n_tok * (double)jobs[i].w.n_in * (double)jobs[i].w.n_out;
     }
-    const int team = bt_team_size(s, work);
+    const int team = bt_team_size(s, work, 0.0);
     if (team == 1) {
         q8_many_share(jobs, n_jobs, s, total, 0, 1);
         return;
