@@ -270,7 +270,7 @@ static const bt_ops_t products_free = {"products free", free_matmul, free_many, 
 
 /* The "rest" of a layer on n rows at context ctx: its time with
  * products_free (time_layer's). Tensor ranks each do all of it (baton-plan
- * divides only the rest of the layer, its products, among them). */
+ * divides only the layer's products and attention among them). */
 static bt_status_t time_rest(probe_t *pr, int n, int ctx, double *sec)
 {
     const bt_ops_t *ops = pr->f->ops;

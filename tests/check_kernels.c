@@ -1862,8 +1862,6 @@ START_TEST(test_topk_random)
 }
 END_TEST
 
-/* softcap c tanh(x / c): the quotient, tanhf (2 ulp) and the product: the
- * error is <= (1 - T^2) |x| u + 5u |c T|; saturates at +-c; nan stays nan. */
 /* Expert routing: the k largest, best first, the lower index first on a
  * tie (the documented rule), NaN last; weights = softmax over the chosen,
  * equal to the full softmax renormalized over them (llama.cpp's way). */
@@ -1897,6 +1895,8 @@ START_TEST(test_topk_softmax)
 }
 END_TEST
 
+/* softcap c tanh(x / c): the quotient, tanhf (2 ulp) and the product: the
+ * error is <= (1 - T^2) |x| u + 5u |c T|; saturates at +-c; nan stays nan. */
 START_TEST(test_softcap)
 {
     enum { N = 4099 };
