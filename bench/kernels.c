@@ -610,7 +610,7 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
     fprintf(f, "## baton-bench --kernels (build %s)\n\n", BT_BUILD_COMMIT);
     fprintf(f, "CPU: %s, %d cores; kernels and peak loops: the %s build (BATON_ISA); "
                "one-token products prefetch their weights (BATON_PREFETCH): quantized %s, "
-               "float panels %s; load "
+               "float panels (also for a few tokens) %s; load "
                "average %.2f before, %.2f after (other processes on these cores slow the "
                "multi-thread rows most)\n\n",
             cpu, omp_get_num_procs(), bt_isa_name(bt_isa_active()),

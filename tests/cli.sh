@@ -68,9 +68,10 @@ if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "tiny bf16 same tokens for -t 1 and -
 c=$(timeout 60 "$bin/baton" -m "$m" --tokens 5,6,7 -n 4 --ref-kernels 2>/dev/null)
 if [ "$a" = "$c" ]; then ok "tiny bf16 reference kernels agree"; else bad "ref: '$a' vs '$c'"; fi
 # BATON_PREFETCH moves the one-token products' prefetches (the quantized
-# kernels' own; the float panels' per stream or their next unit), never a
-# bit of a result (a value that is not 0 or 1: tests/bad_input.sh). Rows
-# of 256 make whole units of 8 float panels, which take the per-stream path.
+# kernels' own; the float panels' per stream or their next unit, also for
+# the prompt's 3 tokens), never a bit of a result (a value that is not 0
+# or 1: tests/bad_input.sh). Rows of 256 make whole units of 8 float
+# panels, which take the per-stream path.
 for t in q8_0 f16; do
     q="$tmp/tiny-$t.gguf"
     timeout 60 "$bin/baton-mkmodel" --shape tiny --n-layer 2 --n-embd 256 --n-ff 512 --type "$t" \
