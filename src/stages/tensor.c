@@ -134,23 +134,41 @@ void bt_tensor_free(bt_tensor_t *t)
 
 /* ---- the probe ---- */
 
-/* The median of reps timed in-place gathers of `floats` floats a rank (one
- * unmeasured first), in seconds. */
-static bt_status_t time_gathers(bt_tensor_t *t, float *buf, int floats, int reps, double *out)
+/* Memory a rank reads between two probed gathers (more than a core's L2
+ * today), as a working stage's products stream weights between its own. */
+#define STIR_BYTES ((size_t)8 << 20)
+
+/* The median of reps in-place gathers of `floats` floats a rank (one
+ * unmeasured first), in seconds, each as a working stage meets it: every
+ * rank has just written its own block and read STIR_BYTES of other
+ * memory, and a gather's time is that of the rank that came to it last
+ * (the least of the ranks'), so the probe does not count one rank waiting
+ * for another. Collective on the stage. */
+static bt_status_t time_gathers(bt_tensor_t *t, float *buf, const float *stir, int floats,
+                                int reps, double *out)
 {
-    double s[20];
+    enum { REPS_MAX = 20 };
+    double s[REPS_MAX], least[REPS_MAX];
     for (int r = 0; r < t->size; r++) {
         t->counts[r] = floats;
         t->displs[r] = r * floats;
     }
+    volatile float sink = 0.0f;
     for (int i = -1; i < reps; i++) {
+        float *mine = buf + t->displs[t->rank];
+        for (int k = 0; k < floats; k++)
+            mine[k] = (float)(i + k);
+        for (size_t k = 0; k < STIR_BYTES / sizeof(float); k += 16) /* a float a line */
+            sink += stir[k];
         const double t0 = MPI_Wtime();
         BT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, t->counts,
                                     t->displs, MPI_FLOAT, t->comm));
         if (i >= 0)
             s[i] = MPI_Wtime() - t0;
     }
-    *out = bt_median(s, reps);
+    (void)sink;
+    BT_MPI_CHECK(MPI_Allreduce(s, least, reps, MPI_DOUBLE, MPI_MIN, t->comm));
+    *out = bt_median(least, reps);
     return BT_OK;
 }
 
@@ -161,13 +179,19 @@ bt_status_t bt_tensor_probe(bt_tensor_t *t, double *latency_s, double *bandwidth
     if (t->size < 2)
         return BT_OK;
     float *buf = calloc((size_t)LARGE * (size_t)t->size, sizeof *buf);
-    if (buf == NULL)
-        return BT_ERR_NOMEM;
-    double small, large;
-    bt_status_t st = time_gathers(t, buf, SMALL, 20, &small);
+    float *stir = calloc(STIR_BYTES / sizeof(float), sizeof *stir);
+    int ok = buf != NULL && stir != NULL; /* every rank gathers, or none */
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, t->comm);
+    bt_status_t st = rc != MPI_SUCCESS ? bt_mpi_error("MPI_Allreduce (the gather probe)", rc)
+                   : ok                ? BT_OK
+                                       : BT_ERR_NOMEM;
+    double small = 0.0, large = 0.0;
     if (st == BT_OK)
-        st = time_gathers(t, buf, LARGE, 5, &large);
+        st = time_gathers(t, buf, stir, SMALL, 20, &small);
+    if (st == BT_OK)
+        st = time_gathers(t, buf, stir, LARGE, 5, &large);
     free(buf);
+    free(stir);
     if (st != BT_OK)
         return st;
     *latency_s = small;

@@ -61,10 +61,14 @@ size_t bt_tensor_bytes(const bt_hparams_t *hp, int tp, int max_tok, int logit_ro
 void bt_tensor_free(bt_tensor_t *t);
 
 /* Every rank of the stage: times gathers as the layers make them
- * (MPI_Allgatherv in place on the stage's communicator): *latency_s, the
- * median of 20 of 2 floats a rank; *bandwidth, the bytes a rank receives
- * per second in the median of 5 of 256 Ki floats a rank, less that
- * latency. Each size once unmeasured first. Zero for a stage of one rank. */
+ * (MPI_Allgatherv in place on the stage's communicator, each rank's block
+ * just written and its caches stirred by reading 8 MiB, as between two
+ * products; each gather the time of the rank that came last): *latency_s,
+ * the median of 20 of 2 floats a rank; *bandwidth, the bytes a rank
+ * receives per second in the median of 5 of 256 Ki floats a rank, less
+ * that latency. Each size once unmeasured first. Zero for a stage of one
+ * rank; BT_ERR_NOMEM on every rank of the stage where one cannot allocate
+ * the probe's buffers. */
 bt_status_t bt_tensor_probe(bt_tensor_t *t, double *latency_s, double *bandwidth);
 
 /* Leader: bt_forward_rows on x [n, n_embd] for rows [n], every rank of
