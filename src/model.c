@@ -685,8 +685,10 @@ static void split_even(int n, int size, int align, int *at)
  * and 6 query heads), the dense FFN's hidden units even out each rank's
  * weights: a rank with fewer q, k, v rows takes more gate and up rows, in
  * whole 16-row panels, at least one panel each. Any split gives the same
- * bits; this one keeps the ranks from waiting on each other at every
- * gather. */
+ * bits. The ranks still meet at a gather after each part, so each waits
+ * out the other's larger share of one part (the attention's, then the
+ * FFN's); an even FFN split, which leaves only the first wait, gained
+ * 2-4% at most, within the spread (docs/benchmarking.md, 2026-12-06). */
 static void balance_ff(const bt_hparams_t *hp, bt_share_t *s)
 {
     const int T = s->size, unit = BT_MATMUL_ROWS;
