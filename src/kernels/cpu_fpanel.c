@@ -194,7 +194,6 @@ fpanel(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstrid
         fpanel_loop(out, ldo, nr, pw, pstride, x, n_in, NULL, P, T, et, false);
 }
 
-
 typedef void (*fpanel_fn)(float *restrict, size_t, int, const uint8_t *, size_t,
                           const float *restrict, int64_t, const uint8_t *);
 
