@@ -607,6 +607,10 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
     const bt_bench_params_t *p = r->p;
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
+    char quant[64] = "not at all";
+    if (bt_weight_prefetch())
+        snprintf(quant, sizeof quant, "into %s %zu KiB ahead of their loads",
+                 bt_weight_prefetch_l2() ? "L2" : "L1", bt_weight_prefetch_bytes() >> 10);
     fprintf(f, "## baton-bench --kernels (build %s)\n\n", BT_BUILD_COMMIT);
     fprintf(f, "CPU: %s, %d cores; kernels and peak loops: the %s build (BATON_ISA); "
                "one-token products prefetch their weights (BATON_PREFETCH): quantized %s, "
@@ -614,10 +618,7 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
                "average %.2f before, %.2f after (other processes on these cores slow the "
                "multi-thread rows most)\n\n",
             cpu, omp_get_num_procs(), bt_isa_name(bt_isa_active()),
-            !bt_weight_prefetch()    ? "not at all"
-            : bt_weight_prefetch_l2() ? "into L2 ahead of their loads"
-                                      : "into L1 ahead of their loads",
-            bt_weight_prefetch() ? "ahead along each stream" : "their next unit", r->load[0],
+            quant, bt_weight_prefetch() ? "ahead along each stream" : "their next unit", r->load[0],
             r->load[1]);
     if (r->gpu[0] != '\0')
         fprintf(f, "%s\n\n", r->gpu);

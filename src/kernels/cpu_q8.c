@@ -58,14 +58,12 @@
 #define Q8_PANEL_TOKENS 4
 #endif
 
-/* How far ahead of its loads a panel kernel prefetches its weights, in
- * bytes. One core's hardware prefetcher alone kept a one-token product of
- * the 4-bit formats near 60% of the read bandwidth (perf: the samples sat
- * on the weight loads); on a Zen 5 VM 6 and 8 KiB ahead took it to the
- * bandwidth, 12 KiB gained less (one set of interleaved runs). Past a
- * matrix's end it reads at most this much of whatever follows. A Zen 4's
- * own prefetchers do better alone (bt_weight_prefetch). */
-#define Q8_PREFETCH 8192
+/* A panel kernel prefetches its weights bt_weight_prefetch_bytes() ahead
+ * of its loads. One core's hardware prefetcher alone kept a one-token
+ * product of the 4-bit formats near 60% of the read bandwidth on a Zen 5
+ * (perf: the samples sat on the weight loads). Past a matrix's end it
+ * reads at most that much of whatever follows. A Zen 4's own prefetchers
+ * do better alone (bt_weight_prefetch). */
 
 /* Where a panel kernel's prefetches put the weights: nowhere, in L1, or in
  * L2 only. A one-token product on an Intel core prefetches into L2
@@ -709,10 +707,11 @@ static inline int32_t neg_times(int32_t sum, int c)
 static const int8_t mxfp4_u[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
 /* One panel (16 rows) times T tokens: out[t * ldo + i] for i < nr, the
- * activations from xb[0 .. nb) (interleave_rows). */
+ * activations from xb[0 .. nb) (interleave_rows); prefetch (PF_*) ahead
+ * bytes ahead of the weight loads. */
 static inline __attribute__((always_inline)) void
 panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32_t *xb,
-         int64_t nb, int prefetch, const int T, const uint32_t type)
+         int64_t nb, int prefetch, size_t ahead, const int T, const uint32_t type)
 {
     const bool nib = !packed_bytes_fmt(type);
     const bool q6k = type == BT_TYPE_Q6_K;
@@ -723,9 +722,9 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
         acc[t] = v16f_zero();
     for (int64_t b = 0; b < nb; b++, pw += pb, xb += REC_WORDS(T)) {
         for (int o = 0; prefetch == PF_L1 && o < pb; o += 64)
-            __builtin_prefetch(pw + Q8_PREFETCH + o, 0, 3);
+            __builtin_prefetch(pw + ahead + o, 0, 3);
         for (int o = 0; prefetch == PF_L2 && o < pb; o += 64)
-            __builtin_prefetch(pw + Q8_PREFETCH + o, 0, 2);
+            __builtin_prefetch(pw + ahead + o, 0, 2);
         if (sb && b % 8 == 0) {
             dsup = v16f_load_f16(pw);
             if (k_min_fmt(type))
@@ -877,13 +876,13 @@ static void interleave_rows(int32_t *restrict o, q8_rows_t xq, int t0, int nt, i
 }
 
 typedef void (*panel_fn)(float *restrict, size_t, int, const uint8_t *, const int32_t *,
-                         int64_t, int);
+                         int64_t, int, size_t);
 
 #define PANEL(ty, T)                                                                           \
     static void pn_##ty##_##T(float *restrict o, size_t ldo, int nr, const uint8_t *pw,         \
-                              const int32_t *x, int64_t nb, int pf)                             \
+                              const int32_t *x, int64_t nb, int pf, size_t ahead)               \
     {                                                                                           \
-        panel_q8(o, ldo, nr, pw, x, nb, pf, T, BT_TYPE_##ty);                                   \
+        panel_q8(o, ldo, nr, pw, x, nb, pf, ahead, T, BT_TYPE_##ty);                            \
     }
 #ifdef BT_SIMD16_AVX512
 #define PANELS(ty)                                                                             \
@@ -965,6 +964,7 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
                        : !bt_weight_prefetch()    ? PF_NONE
                        : bt_weight_prefetch_l2() ? PF_L2
                                                  : PF_L1;
+    const size_t ahead = bt_weight_prefetch_bytes();
     {
         /* scratch: the quantized chunk, Q8_TOKENS x (n_in + 16 n_in / 32)
          * bytes; room for one packed panel; the chunk's records for the
@@ -997,7 +997,7 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
                     for (int t = 0; t < nt; t += Q8_PANEL_TOKENS) {
                         const int tt = nt - t < Q8_PANEL_TOKENS ? nt - t : Q8_PANEL_TOKENS;
                         panels[tt - 1](o + (size_t)t * n_out, (size_t)n_out, nr, pw,
-                                       recs + (size_t)REC_WORDS(t) * nb, nb, prefetch);
+                                       recs + (size_t)REC_WORDS(t) * nb, nb, prefetch, ahead);
                     }
                     continue;
                 }

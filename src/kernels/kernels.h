@@ -239,6 +239,12 @@ bool bt_weight_prefetch(void);
  * time (2.6x on MoE decode on a Xeon VM when it was asked per product). */
 bool bt_weight_prefetch_l2(void);
 
+/* How far ahead of its loads, in bytes, a quantized kernel prefetches its
+ * weights (when it does): 2 KiB on an Intel CPU, 8 KiB elsewhere (each
+ * measured, see choose_prefetch). Made once, with the two choices above;
+ * never changes a result. */
+size_t bt_weight_prefetch_bytes(void);
+
 /* Applies BATON_ISA: unset, empty or "auto" selects the best set; a name
  * selects that set. False, with the reason in why (n bytes), when the value
  * names no set or one this CPU cannot run, or BATON_PREFETCH is set to
