@@ -59,17 +59,16 @@
 #endif
 
 /* A panel kernel prefetches its weights bt_weight_prefetch_bytes() ahead
- * of its loads. One core's hardware prefetcher alone kept a one-token
+ * of its loads: one core's hardware prefetcher alone kept a one-token
  * product of the 4-bit formats near 60% of the read bandwidth on a Zen 5
  * (perf: the samples sat on the weight loads). Past a matrix's end it
  * reads at most that much of whatever follows. A Zen 4's own prefetchers
- * do better alone (bt_weight_prefetch). */
-
-/* Where a panel kernel's prefetches put the weights: nowhere, in L1, or in
- * L2 only. A one-token product on an Intel core prefetches into L2
- * (bt_weight_prefetch_l2: on a Sapphire Rapids-class Xeon the 4- to 6-bit
- * formats read at 77-84% of one core's bandwidth with L1 prefetches and at
- * 83-91% with L2 ones, docs/benchmarking.md); every other one into L1. */
+ * do better alone (bt_weight_prefetch). Where the prefetches put the
+ * weights: nowhere, in L1, or in L2 only. A one-token product on an Intel
+ * core prefetches into L2 (bt_weight_prefetch_l2: on a Sapphire
+ * Rapids-class Xeon the 4- to 6-bit formats read at 77-84% of one core's
+ * bandwidth with L1 prefetches and at 83-91% with L2 ones,
+ * docs/benchmarking.md); every other one into L1. */
 enum { PF_NONE, PF_L1, PF_L2 };
 
 typedef struct {
