@@ -58,9 +58,11 @@
  * (0.5 and 1 KiB ahead: 81-94%, 4 KiB: 85-92%; the next-unit prefetch
  * alone 72-78%, and with the streams' 2 KiB: 80-85%; docs/benchmarking.md
  * 2026-12-05). A pair of panels for 2 to WIDEN_TOKENS - 1 tokens (in
- * passes of GEMM_TOKENS) does the same: on a later Xeon, 8-token F16 products from memory rose from 9-10
- * GB/s to 14-16 (of 15.8) and 16-token ones from 6.7 to 8.2. Past a
- * matrix's end it prefetches at most this much of whatever follows. */
+ * passes of GEMM_TOKENS) does the same: on a later Xeon, 8-token F16
+ * products from memory rose from 9-10 GB/s to 14-16 (of 15.8) and 16-token
+ * ones from 6.7 to 8.2. Past a matrix's end it prefetches at most this much
+ * of whatever follows. (The quantized kernels' distance is
+ * bt_weight_prefetch_bytes, measured on its own.) */
 #define PF_AHEAD 2048
 /* Tokens from which F16/BF16 panels are widened to f32 first (fpanel_share). */
 #define WIDEN_TOKENS 32

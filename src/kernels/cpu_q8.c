@@ -706,8 +706,8 @@ static inline int32_t neg_times(int32_t sum, int c)
 static const int8_t mxfp4_u[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
 /* One panel (16 rows) times T tokens: out[t * ldo + i] for i < nr, the
- * activations from xb[0 .. nb) (interleave_rows); prefetch (PF_*) ahead
- * bytes ahead of the weight loads. */
+ * activations from xb[0 .. nb) (interleave_rows); the weights prefetched
+ * as prefetch (PF_*) says, ahead bytes before they are loaded. */
 static inline __attribute__((always_inline)) void
 panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32_t *xb,
          int64_t nb, int prefetch, size_t ahead, const int T, const uint32_t type)

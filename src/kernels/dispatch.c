@@ -225,7 +225,6 @@ bool bt_isa_select(bt_isa_t isa)
 /* ---- software prefetch of packed weights (bt_weight_prefetch) ---- */
 
 static bool weight_prefetch, weight_prefetch_l2;
-static size_t weight_prefetch_bytes;
 static pthread_once_t prefetch_chosen = PTHREAD_ONCE_INIT;
 
 /* CPUID leaf 0's EBX: the vendor string's first four letters ("Auth"enticAMD,
@@ -277,15 +276,6 @@ static void choose_prefetch(void)
     const unsigned vendor = cpu_vendor();
     weight_prefetch = v >= 0 ? v == 1 : !own_prefetch_enough(vendor);
     weight_prefetch_l2 = vendor == VENDOR_INTEL;
-    /* 8 KiB: on a Zen 5 VM 6 and 8 KiB ahead took one-token products of
-     * the 4-bit formats from about 60% of a core's read bandwidth to all
-     * of it, 12 KiB gained less. 2 KiB on Intel: on a Xeon VM (model 167)
-     * the large llama-1b one-token products read at 82-88% (Q4_0) and
-     * 76-83% (Q4_K) of it with 8 KiB, at 90-99% and 91-95% with 2 KiB
-     * (3 KiB about the same, 4 KiB between, 1 and 1.5 KiB no better
-     * than 8), and 8-token products went from 7.8-10.1 GB/s to 8.5-11.7
-     * (docs/benchmarking.md, 2026-12-07). */
-    weight_prefetch_bytes = vendor == VENDOR_INTEL ? 2048 : 8192;
 }
 
 bool bt_weight_prefetch(void)
@@ -300,11 +290,15 @@ bool bt_weight_prefetch_l2(void)
     return weight_prefetch_l2;
 }
 
-size_t bt_weight_prefetch_bytes(void)
-{
-    pthread_once(&prefetch_chosen, choose_prefetch);
-    return weight_prefetch_bytes;
-}
+/* 8 KiB: on a Zen 5 VM 6 and 8 KiB ahead took one-token products of the
+ * 4-bit formats from about 60% of a core's read bandwidth to all of it, 12
+ * KiB gained less. 2 KiB on Intel (the CPUs that prefetch into L2): on a
+ * Xeon VM (model 167) the large llama-1b one-token products read at 82-88%
+ * (Q4_0) and 76-83% (Q4_K) of it with 8 KiB, at 90-99% and 91-95% with 2
+ * KiB (3 KiB about the same, 4 KiB between, 1 and 1.5 KiB no better than
+ * 8), and 8-token products went from 7.8-10.1 GB/s to 8.5-11.7
+ * (docs/benchmarking.md, 2026-12-07). */
+size_t bt_weight_prefetch_bytes(void) { return bt_weight_prefetch_l2() ? 2048 : 8192; }
 
 bool bt_isa_from_env(char *why, size_t n)
 {

@@ -240,9 +240,9 @@ bool bt_weight_prefetch(void);
 bool bt_weight_prefetch_l2(void);
 
 /* How far ahead of its loads, in bytes, a quantized kernel prefetches its
- * weights (when it does): 2 KiB on an Intel CPU, 8 KiB elsewhere (each
- * measured, see choose_prefetch). Made once, with the two choices above;
- * never changes a result. */
+ * weights (when it does): 2 KiB on an Intel CPU (where they go to L2 for
+ * one token), 8 KiB elsewhere, each measured (dispatch.c). Never changes a
+ * result. */
 size_t bt_weight_prefetch_bytes(void);
 
 /* Applies BATON_ISA: unset, empty or "auto" selects the best set; a name
