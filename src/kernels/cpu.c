@@ -596,11 +596,15 @@ _Static_assert(ATT_ROWS == 8, "the scores and attend tables below have rows 1 to
  * keys: no horizontal sums, and the last block loads only the keys that
  * exist. Each score accumulates over d in order with the same operations
  * wherever its key falls and whichever rows share the pass, so its value
- * depends on the query row and the key alone. score rows are ld apart. */
+ * depends on the query row and the key alone. score rows are ld apart.
+ * ahead > 0: each K load also prefetches the same dim's keys ahead keys on
+ * (the next key block, att_unit); a hint. */
 static inline __attribute__((always_inline)) void
 scores_n(float *restrict score, size_t ld, const float *const *q, const int nr,
-         const void *kt, int k_stride, int n_keys, int head_dim, float scale, const bool f16)
+         const void *kt, int k_stride, int n_keys, int head_dim, float scale, const bool f16,
+         int ahead)
 {
+    const size_t es = f16 ? 2 : 4;
     const vf sc = vf_set1(scale);
     for (int j = 0; j < n_keys; j += 2 * VL) {
         const int r0 = n_keys - j, n0 = r0 > VL ? VL : r0, n1 = r0 - VL < 0 ? 0
@@ -611,6 +615,10 @@ scores_n(float *restrict score, size_t ld, const float *const *q, const int nr,
             a[r][0] = a[r][1] = vf_zero();
         for (int d = 0; d < head_dim; d++) {
             const size_t row = (size_t)d * k_stride + j;
+            if (ahead > 0) { /* the same keys of the next block: see att_unit */
+                __builtin_prefetch((const char *)kt + es * (row + (size_t)ahead), 0, 2);
+                __builtin_prefetch((const char *)kt + es * (row + (size_t)ahead + VL), 0, 2);
+            }
             const vf k0 = n0 == VL ? kv_load(kt, row, f16) : kv_load_n(kt, row, n0, f16);
             const vf k1 = n1 == VL ? kv_load(kt, row + VL, f16) : kv_load_n(kt, row + VL, n1, f16);
             #pragma GCC unroll 8
@@ -698,11 +706,14 @@ static __attribute__((noinline)) double exp_block(float *restrict score, int n, 
 /* out[r][d] = alpha[r] out[r][d] + sum_j p[r][j] * v[j][d] for rows r < nr
  * and each row's keys j < nk[r]: each element starts from its scaled sum
  * and adds the keys in order; a value vector is loaded once for all rows.
- * Dims past the last full vector go one at a time. */
+ * Dims past the last full vector go one at a time. ahead > 0: the keys of
+ * every row also prefetch the same dims of the value ahead keys on. */
 static inline __attribute__((always_inline)) void
 attend_n(float *const *out, const float *restrict p, size_t ld, const float *alpha,
-         const int nr, const void *v, int kv_dim, const int *nk, int head_dim, const bool f16)
+         const int nr, const void *v, int kv_dim, const int *nk, int head_dim, const bool f16,
+         int ahead)
 {
+    const size_t es = f16 ? 2 : 4;
     int n_min = nk[0], n_max = nk[0]; /* row r sums over its own nk[r] keys */
     for (int r = 1; r < nr; r++) {
         n_min = nk[r] < n_min ? nk[r] : n_min;
@@ -718,6 +729,11 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *alp
         }
         for (int j = 0; j < n_min; j++) { /* keys of every row */
             const size_t vj = (size_t)j * kv_dim + d;
+            if (ahead > 0) { /* the same dims of the next block's key */
+                const char *on = (const char *)v + es * (vj + (size_t)ahead * kv_dim);
+                __builtin_prefetch(on, 0, 2);
+                __builtin_prefetch(on + es * VL, 0, 2);
+            }
             const vf v0 = kv_load(v, vj, f16), v1 = kv_load(v, vj + VL, f16);
             #pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
@@ -764,21 +780,35 @@ attend_n(float *const *out, const float *restrict p, size_t ld, const float *alp
 /* scores_n and attend_n for each row count and cache type: constant row
  * counts keep the accumulators in registers. */
 typedef void (*scores_fn)(float *restrict, size_t, const float *const *, const void *, int, int,
-                          int, float);
+                          int, float, int);
 typedef void (*attend_fn)(float *const *, const float *restrict, size_t, const float *,
-                          const void *, int, const int *, int);
+                          const void *, int, const int *, int, int);
 #define ATT_FNS(nr, f16, name)                                                                 \
     static void scores_##name(float *restrict score, size_t ld, const float *const *q,          \
                               const void *kt, int k_stride, int n_keys, int head_dim,           \
-                              float scale)                                                      \
+                              float scale, int ahead)                                           \
     {                                                                                           \
-        scores_n(score, ld, q, nr, kt, k_stride, n_keys, head_dim, scale, f16);                 \
+        (void)ahead;                                                                            \
+        scores_n(score, ld, q, nr, kt, k_stride, n_keys, head_dim, scale, f16, 0);              \
     }                                                                                           \
     static void attend_##name(float *const *out, const float *restrict p, size_t ld,            \
                               const float *alpha, const void *v, int kv_dim, const int *nk,     \
-                              int head_dim)                                                     \
+                              int head_dim, int ahead)                                          \
     {                                                                                           \
-        attend_n(out, p, ld, alpha, nr, v, kv_dim, nk, head_dim, f16);                          \
+        (void)ahead;                                                                            \
+        attend_n(out, p, ld, alpha, nr, v, kv_dim, nk, head_dim, f16, 0);                       \
+    }                                                                                           \
+    static void scores_pf_##name(float *restrict score, size_t ld, const float *const *q,       \
+                                 const void *kt, int k_stride, int n_keys, int head_dim,        \
+                                 float scale, int ahead)                                        \
+    {                                                                                           \
+        scores_n(score, ld, q, nr, kt, k_stride, n_keys, head_dim, scale, f16, ahead);          \
+    }                                                                                           \
+    static void attend_pf_##name(float *const *out, const float *restrict p, size_t ld,         \
+                                 const float *alpha, const void *v, int kv_dim, const int *nk,  \
+                                 int head_dim, int ahead)                                       \
+    {                                                                                           \
+        attend_n(out, p, ld, alpha, nr, v, kv_dim, nk, head_dim, f16, ahead);                   \
     }
 #define ATT_FNS_ROWS(nr) ATT_FNS(nr, false, f32_##nr) ATT_FNS(nr, true, f16_##nr)
 ATT_FNS_ROWS(1)
@@ -792,8 +822,14 @@ ATT_FNS_ROWS(8)
 #define ATT_TAB(fn, ty)                                                                        \
     {fn##_##ty##_1, fn##_##ty##_2, fn##_##ty##_3, fn##_##ty##_4, fn##_##ty##_5, fn##_##ty##_6,   \
      fn##_##ty##_7, fn##_##ty##_8}
-static const scores_fn scores_tab[2][ATT_ROWS] = {ATT_TAB(scores, f32), ATT_TAB(scores, f16)};
-static const attend_fn attend_tab[2][ATT_ROWS] = {ATT_TAB(attend, f32), ATT_TAB(attend, f16)};
+/* [prefetching the next block][f16][rows - 1]: the rows of a prefill keep
+ * their loops free of the prefetches' tests */
+static const scores_fn scores_tab[2][2][ATT_ROWS] = {
+    {ATT_TAB(scores, f32), ATT_TAB(scores, f16)},
+    {ATT_TAB(scores_pf, f32), ATT_TAB(scores_pf, f16)}};
+static const attend_fn attend_tab[2][2][ATT_ROWS] = {
+    {ATT_TAB(attend, f32), ATT_TAB(attend, f16)},
+    {ATT_TAB(attend_pf, f32), ATT_TAB(attend_pf, f16)}};
 
 /* The rows of one kv head are its (token, query head) pairs in that
  * order. A unit is ATT_UNIT_ROWS consecutive rows of one kv head; its
@@ -856,14 +892,15 @@ static inline void fetch_l2(const char *p, size_t n)
 }
 
 /* Asks for the keys [j0, j1) of kv head g and their values (the keys of
- * one block that a unit sees) to be brought into L2 while the block
- * before them is worked on. A decode row's keys and values were last read
- * a token ago and have left the caches, and the hardware prefetchers do
- * not follow them (head_dim short runs of transposed keys a block, values
- * a few lines a row): without this, a few rows' attention waited on
- * memory load after load. On a Xeon, llama-1b's at 2048 keys took 1.75 ms
- * a layer (1.15 ms run again at once); 1.45 (0.85) with it. A hint: no
- * result changes. */
+ * a unit's first block) to be brought into L2 in one burst, while the
+ * block before them is worked on; the unit's later blocks are fetched by
+ * the scores and values loops as they go (ahead). A decode row's keys and
+ * values were last read a token ago and have left the caches, and the
+ * hardware prefetchers do not follow them (head_dim short runs of
+ * transposed keys a block, values a few lines a row): without this, a few
+ * rows' attention waited on memory load after load. On a Xeon, llama-1b's
+ * at 2048 keys took 1.75 ms a layer on 1 thread; 1.45 with bursts alone,
+ * 1.19 with the loops' prefetches. A hint: no result changes. */
 static void att_fetch(const att_args_t *x, int g, int j0, int j1)
 {
     const bt_attn_t *a = x->a;
@@ -905,9 +942,11 @@ static void att_unit(const att_args_t *x, att_span_t sp, const att_span_t *next,
     }
     const int j_begin = sp.j0, j_end = sp.j1;
     for (int b0 = j_begin / KB * KB; b0 < j_end; b0 += KB) {
-        if (x->fetch && b0 + KB < j_end) /* this unit's next block, or the next unit's first */
-            att_fetch(x, g, b0 + KB, block_end(b0 + KB, j_end));
-        else if (x->fetch && next != NULL)
+        /* a few rows prefetch the next block as they go (the same keys
+         * and dims KB keys on), or, at a unit's last block, the next
+         * unit's first before it */
+        const int ahead = x->fetch && b0 + KB < j_end ? KB : 0;
+        if (x->fetch && ahead == 0 && next != NULL)
             att_fetch(x, next->g, next->j0, block_end(next->j0, next->j1));
         for (int c = r0; c < r1; c += ATT_ROWS) {
             const float *qr[ATT_ROWS];
@@ -932,8 +971,8 @@ static void att_unit(const att_args_t *x, att_span_t sp, const att_span_t *next,
             }
             if (nr == 0)
                 continue;
-            scores_tab[f16][nr - 1](score, KB, qr, kg + es * (size_t)klo, a->k_stride,
-                                    khi - klo, head_dim, a->scale);
+            scores_tab[ahead > 0][f16][nr - 1](score, KB, qr, kg + es * (size_t)klo,
+                                               a->k_stride, khi - klo, head_dim, a->scale, ahead);
             for (int r = 0; r < nr; r++) {
                 float *sr = score + (size_t)r * KB;
                 for (int j = 0; j < lo[r] - klo; j++)
@@ -943,8 +982,9 @@ static void att_unit(const att_args_t *x, att_span_t sp, const att_span_t *next,
                 l[idx[r]] = l[idx[r]] * alpha[r] + sum;
                 nk[r] -= klo;
             }
-            attend_tab[f16][nr - 1](orow, score, KB, alpha, vg + es * (size_t)klo * kv_dim,
-                                    kv_dim, nk, head_dim);
+            attend_tab[ahead > 0][f16][nr - 1](orow, score, KB, alpha,
+                                               vg + es * (size_t)klo * kv_dim, kv_dim, nk,
+                                               head_dim, ahead);
         }
     }
     for (int i = r0; i < r1; i++) { /* the sink's weight last, then 1 / the sum */
