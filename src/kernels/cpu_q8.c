@@ -705,6 +705,81 @@ static inline int32_t neg_times(int32_t sum, int c)
 /* MXFP4's u (twice the E2M1 value plus 12) by code. */
 static const int8_t mxfp4_u[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
+/* A 4-bit format's bytes u of groups j (lo) and j + 4 (hi) of a packed
+ * block pw whose vector j is v: the nibbles, and the fifth bits or
+ * Q6_K's bits 4 and 5 from their planes. */
+static inline __attribute__((always_inline)) void
+nib_values(const uint8_t *pw, v16i v, int j, uint32_t type, v16i *lo, v16i *hi)
+{
+    *lo = v16i_nib_lo(v);
+    *hi = v16i_nib_hi(v);
+    if (type == BT_TYPE_MXFP4) { /* E2M1 code -> u = 2 value + 12 */
+        *lo = v16i_lut16(*lo, mxfp4_u);
+        *hi = v16i_lut16(*hi, mxfp4_u);
+    }
+    if (packed_plane(type) == 1) { /* the fifth bits */
+        *lo = v16i_add16_bits(*lo, pw + 4 * 64 + 8 * j);
+        *hi = v16i_add16_bits(*hi, pw + 4 * 64 + 8 * (4 + j));
+    } else if (type == BT_TYPE_Q6_K) { /* bits 4 and 5: bits 2j, 2j + 1 of the plane's bytes */
+        *lo = v16i_or(*lo, v16i_bits45(v16i_load(pw + 4 * 64), j));
+        *hi = v16i_or(*hi, v16i_bits45(v16i_load(pw + 5 * 64), j));
+    }
+}
+
+#if BT_SIMD16_NEON && defined(__ARM_FEATURE_MATMUL_INT8)
+#define Q8_MMLA 1
+/* A block's integer sums for an even number T of tokens by the 8-bit
+ * matrix multiplies (v16p), tokens in pairs, groups in pairs: s[t] and,
+ * for Q6_K's second half, s2[t], the same integers as panel_q8's dot
+ * products give (started the same way). */
+static inline __attribute__((always_inline)) void
+mmla_sums(v16i *s, v16i *s2, const uint8_t *pw, const int32_t *xb, const int T,
+          const uint32_t type)
+{
+    const bool nib = !packed_bytes_fmt(type), q6k = type == BT_TYPE_Q6_K;
+    v16p c[Q8_PANEL_TOKENS / 2], c2[Q8_PANEL_TOKENS / 2];
+#pragma GCC unroll 4
+    for (int p = 0; p < T / 2; p++) {
+        c[p] = v16p_start(REC_START(xb, T, 0, 2 * p));
+        if (q6k)
+            c2[p] = v16p_start(REC_START(xb, T, 1, 2 * p));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; !nib && j < 8; j += 2) { /* Q8_0: u up to 255 */
+        const v16w w = v16w_pairs(v16i_load(pw + 64 * j), v16i_load(pw + 64 * (j + 1)));
+#pragma GCC unroll 4
+        for (int p = 0; p < T / 2; p++)
+            c[p] = v16p_mmla(c[p], w, REC_X(xb, T, j, 2 * p), REC_X(xb, T, j + 1, 2 * p));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; nib && j < 4; j += 2) {
+        const v16i v0 = v16i_load(pw + 64 * j), v1 = v16i_load(pw + 64 * (j + 1));
+        v16i lo0, hi0, lo1, hi1;
+        nib_values(pw, v0, j, type, &lo0, &hi0);
+        nib_values(pw, v1, j + 1, type, &lo1, &hi1);
+        const v16w wl = v16w_pairs(lo0, lo1), wh = v16w_pairs(hi0, hi1);
+#pragma GCC unroll 4
+        for (int p = 0; p < T / 2; p++) {
+            const int t = 2 * p;
+            c[p] = v16p_mmla_small(c[p], wl, REC_X(xb, T, j, t), REC_X(xb, T, j + 1, t));
+            if (q6k)
+                c2[p] = v16p_mmla_small(c2[p], wh, REC_X(xb, T, j + 4, t),
+                                        REC_X(xb, T, j + 5, t));
+            else
+                c[p] = v16p_mmla_small(c[p], wh, REC_X(xb, T, j + 4, t), REC_X(xb, T, j + 5, t));
+        }
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < T / 2; p++) {
+        v16p_split(c[p], &s[2 * p], &s[2 * p + 1]);
+        if (q6k)
+            v16p_split(c2[p], &s2[2 * p], &s2[2 * p + 1]);
+    }
+}
+#else
+#define Q8_MMLA 0
+#endif
+
 /* One panel (16 rows) times T tokens: out[t * ldo + i] for i < nr, the
  * activations from xb[0 .. nb) (interleave_rows); the weights prefetched
  * as prefetch (PF_*) says, ahead bytes before they are loaded. */
@@ -740,6 +815,11 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
         const int CH = T == 1 ? 4 : T == 2 ? 2 : 1; /* a constant once inlined */
 #endif
         v16i s[4][Q8_PANEL_TOKENS], s2[Q8_PANEL_TOKENS];
+        const bool mmla = Q8_MMLA && T % 2 == 0; /* tokens in pairs: mmla_sums */
+#if Q8_MMLA
+        if (mmla)
+            mmla_sums(s[0], s2, pw, xb, T, type);
+#endif
 #if BT_SIMD16_AVX2
         /* 4-bit u (Q4_0, Q4_1, Q4_K), 2 tokens or more: a block's
          * vpmaddubsw pair sums add up in 16 bits and are widened once
@@ -753,7 +833,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
             p16[t] = v16i_set1(0);
 #endif
 #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
+        for (int t = 0; t < T && !mmla; t++) {
 #pragma GCC unroll 8
             for (int h = 1; h < CH; h++)
                 s[h][t] = v16i_set1(0);
@@ -762,7 +842,7 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
                 s2[t] = v16i_bcast4(REC_START(xb, T, 1, t));
         }
 #pragma GCC unroll 8 /* constant chain indices: the sums stay in registers */
-        for (int j = 0; j < nv; j++) {
+        for (int j = 0; j < nv && !mmla; j++) {
             const v16i v = v16i_load(pw + 64 * j);
             if (!nib) { /* Q8_0, the one byte format: u up to 255 */
                 const int h = j % CH;
@@ -777,18 +857,8 @@ panel_q8(float *restrict out, size_t ldo, int nr, const uint8_t *pw, const int32
                     s[h][t] = v16i_dot(s[h][t], v, v16i_bcast4(REC_X(xb, T, j, t)));
 #endif
             } else {
-                v16i lo = v16i_nib_lo(v), hi = v16i_nib_hi(v);
-                if (type == BT_TYPE_MXFP4) { /* E2M1 code -> u = 2 value + 12 */
-                    lo = v16i_lut16(lo, mxfp4_u);
-                    hi = v16i_lut16(hi, mxfp4_u);
-                }
-                if (packed_plane(type) == 1) { /* the fifth bits */
-                    lo = v16i_add16_bits(lo, pw + 4 * 64 + 8 * j);
-                    hi = v16i_add16_bits(hi, pw + 4 * 64 + 8 * (4 + j));
-                } else if (q6k) { /* bits 4 and 5: bits 2j, 2j + 1 of the plane's bytes */
-                    lo = v16i_or(lo, v16i_bits45(v16i_load(pw + 4 * 64), j));
-                    hi = v16i_or(hi, v16i_bits45(v16i_load(pw + 5 * 64), j));
-                }
+                v16i lo, hi;
+                nib_values(pw, v, j, type, &lo, &hi);
 #if BT_SIMD16_AVX2
                 if (pairs16) {
 #pragma GCC unroll 8

@@ -293,6 +293,79 @@ S16 v16i v16i_dot(v16i acc, v16i u, v16i x)
 #endif
     return acc;
 }
+#ifdef __ARM_FEATURE_MATMUL_INT8
+/* The 8-bit matrix multiplies of Armv8.6-A (smmla, usmmla): one
+ * instruction multiplies a 2 x 8 block of bytes by another's transpose,
+ * 32 products where sdot does 16. The panels feed them 2 rows x 2 tokens
+ * at a time:
+ *   v16w: 16 rows' bytes of two groups of 4 (a 4-byte lane each, as
+ *         v16i_dot takes them), as row pairs: v[2q + h] holds rows
+ *         4q + 2h and 4q + 2h + 1, 8 bytes each (the first group's 4,
+ *         then the second's);
+ *   v16p: the 16 rows' integer sums for 2 tokens, as the multiplies leave
+ *         them: v[2q + h] = (row 4q + 2h, token 0), (that row, token 1),
+ *         (row 4q + 2h + 1, token 0), (that row, token 1).
+ * The sums are the exact integers v16i_dot gives (any order, no rounding). */
+typedef struct {
+    int8x16_t v[8];
+} v16w;
+typedef struct {
+    int32x4_t v[8];
+} v16p;
+
+/* a: group g of 16 rows, b: group g + 1 (v16i_dot's lanes) */
+S16 v16w v16w_pairs(v16i a, v16i b)
+{
+    v16w r;
+    NEON_EACH(q)
+    {
+        r.v[2 * q] = vreinterpretq_s8_s32(vzip1q_s32(a.v[q], b.v[q]));
+        r.v[2 * q + 1] = vreinterpretq_s8_s32(vzip2q_s32(a.v[q], b.v[q]));
+    }
+    return r;
+}
+/* Every row's sum starts at start[0] for token 0 and start[1] for token 1. */
+S16 v16p v16p_start(const int32_t *start)
+{
+    const int32x2_t s = vld1_s32(start);
+    v16p r;
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) r.v[i] = vcombine_s32(s, s);
+    return r;
+}
+/* 2 tokens' 8 bytes, token 0's then token 1's: x0 holds the first
+ * group's 4 bytes of token 0 then of token 1 (two words), x1 the second
+ * group's. */
+S16 int8x16_t tokens_pairs(const int32_t *x0, const int32_t *x1)
+{
+    const int32x2_t a = vld1_s32(x0), b = vld1_s32(x1);
+    return vreinterpretq_s8_s32(vcombine_s32(vzip1_s32(a, b), vzip2_s32(a, b)));
+}
+/* acc + the products of w's rows with the 2 tokens' bytes of the same two
+ * groups (tokens_pairs); _small: w's bytes are below 128 (smmla, signed),
+ * else unsigned (usmmla). */
+S16 v16p v16p_mmla_small(v16p acc, v16w w, const int32_t *x0, const int32_t *x1)
+{
+    const int8x16_t x = tokens_pairs(x0, x1);
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) acc.v[i] = vmmlaq_s32(acc.v[i], w.v[i], x);
+    return acc;
+}
+S16 v16p v16p_mmla(v16p acc, v16w w, const int32_t *x0, const int32_t *x1)
+{
+    const int8x16_t x = tokens_pairs(x0, x1);
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)
+        acc.v[i] = vusmmlaq_s32(acc.v[i], vreinterpretq_u8_s8(w.v[i]), x);
+    return acc;
+}
+/* The sums of token 0 and of token 1, in v16i's lanes (lane = row). */
+S16 void v16p_split(v16p p, v16i *t0, v16i *t1)
+{
+    NEON_EACH(q)
+    {
+        t0->v[q] = vuzp1q_s32(p.v[2 * q], p.v[2 * q + 1]);
+        t1->v[q] = vuzp2q_s32(p.v[2 * q], p.v[2 * q + 1]);
+    }
+}
+#endif
 #undef U8
 #undef S32
 /* Vector adds, which wrap (as the x86 builds' do). */
