@@ -51,7 +51,9 @@
 #define Q8_TOKENS 32
 
 /* Tokens one packed-panel call multiplies: their integer sums and float
- * accumulators stay in registers (32 of AVX-512, 16 of AVX2). */
+ * accumulators stay in registers (32 of AVX-512, 16 of AVX2; NEON's 32
+ * hold 4 tokens' 32 accumulators and spill the rest, docs/benchmarking.md,
+ * "ARM prefill with the 8-bit matrix multiplies"). */
 #ifdef BT_SIMD16_AVX512
 #define Q8_PANEL_TOKENS 8
 #else
