@@ -436,12 +436,19 @@ S16 void v16i_store_i8(void *p, v16i a)
 #if BT_SIMD16
 
 /* p * 2^n for n integral in -252..252 and p normal with 2^n p normal or
- * below: two multiplies by powers of two, the first exact, so the one
- * rounding is that of p 2^n (what AVX-512's vscalefps gives). */
+ * below, rounded once: AVX-512's vscalefps; elsewhere two multiplies by
+ * powers of two, the first exact, so that the one rounding is again that
+ * of p 2^n and every build gives the same bits. (vscalefps is one
+ * instruction of the other's seven: MXFP4's block scales are 2^n, and a
+ * one-token MXFP4 product on a Zen 4 is bound by its instructions.) */
 S16 v16f v16f_ldexp(v16f p, v16f n)
 {
+#ifdef BT_SIMD16_AVX512
+    return _mm512_scalef_ps(p, n);
+#else
     const v16i k = v16f_round(n), k1 = v16i_sra1(k);
     return v16f_mul(v16f_mul(p, v16i_pow2(k1)), v16i_pow2(v16i_sub(k, k1)));
+#endif
 }
 
 /* The sum of the 16 lanes, in a fixed order. */
