@@ -800,8 +800,12 @@ static bt_status_t decode_steps(kb_run_t *r, FILE *out)
             return st;
         }
         const uint64_t active = active_bytes(m);
-        const bt_layer_t *y0 = &m->layers[0]; /* the type of its first matrix */
-        const uint32_t type = y0->wq.data ? y0->wq.type : y0->q_a.data ? y0->q_a.type : y0->kv_a.type;
+        /* the file's type as the main table names it (MXFP4_MOE, Q4_K_M),
+         * else that of its first matrix */
+        const bt_layer_t *y0 = &m->layers[0];
+        const uint32_t first = y0->wq.data ? y0->wq.type : y0->q_a.data ? y0->q_a.type : y0->kv_a.type;
+        const char *ftype = bt_ftype_name(m->file_type);
+        const char *type = strcmp(ftype, "unknown") != 0 ? ftype : bt_type_info(first)->name;
         const char *base = strrchr(p->models[i], '/');
         for (int t = 0; t < p->threads.n; t++) {
             kb_stats_t ks;
@@ -816,7 +820,7 @@ static bt_status_t decode_steps(kb_run_t *r, FILE *out)
             const double gbs = (double)active / ks.med / 1e9;
             fprintf(out,
                     "| %s | %s | %d | %.4g | %.1f | %.2f | %.1f | %.0f%% | %.0f%% | %.0f%% |\n",
-                    base ? base + 1 : p->models[i], bt_type_info(type)->name,
+                    base ? base + 1 : p->models[i], type,
                     p->threads.v[t], ks.med * 1e3, 1.0 / ks.med, (double)active / (1 << 20), gbs,
                     100.0 * gbs * 1e9 / bw, 100.0 * gbs * 1e9 / now,
                     100.0 * (1.0 - (double)active / bw / ks.med));

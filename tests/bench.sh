@@ -88,7 +88,7 @@ rows = [[c.strip() for c in l.split("|")[1:-1]] for l in text.split(head)[1].spl
         if l.startswith("|")]
 assert [(r[0], r[2]) for r in rows] == [("dq.gguf", "1"), ("dq.gguf", "2"), ("de.gguf", "1"),
                                         ("de.gguf", "2")], rows
-assert [r[1] for r in rows] == ["q8_0", "q8_0", "q4_0", "q4_0"], rows
+assert [r[1] for r in rows] == ["Q8_0", "Q8_0", "Q4_0", "Q4_0"], rows  # the file types
 
 def tensors(path):  # GGUF v3: name -> bytes, from the header alone
     import struct
