@@ -209,17 +209,33 @@ static inline v4f_t gelu4(v4f_t z)
     return div_1p_exp4(z, k2 * z * (1.0f + 0.044715f * z * z));
 }
 
-/* gate[i] = act(gate[i]) * up[i], 4 at a time; the last 1-3 through the
- * same lanes, padded with zeros. */
+static inline v4f_t swiglu4(v4f_t g, v4f_t u) { return silu4(g) * u; }
+static inline v4f_t geglu4(v4f_t g, v4f_t u) { return gelu4(g) * u; }
+
+/* gpt-oss: gate clamped above at 7, up to [-7, 7], gate sigmoid(1.702
+ * gate) (up + 1). */
+static inline v4f_t swiglu_oai4(v4f_t g, v4f_t u)
+{
+    const v4f_t seven = {7.0f, 7.0f, 7.0f, 7.0f}, one = {1.0f, 1.0f, 1.0f, 1.0f};
+    g = v4f_select(g > seven, seven, g);
+    u = v4f_select(u > seven, seven, u);
+    u = v4f_select(u < -seven, -seven, u);
+    return div_1p_exp4(g, 1.702f * g) * (u + one);
+}
+
+/* gate[i] = f(gate[i], up[i]), 4 at a time with fixed-size copies (a copy
+ * of a variable size is a call to memcpy: gpt-oss's activation spent 10
+ * ns an element in them); the last 1-3 through the same lanes, padded
+ * with zeros. */
 static inline void gated4(float *restrict gate, const float *restrict up, int64_t n,
-                          v4f_t (*act)(v4f_t))
+                          v4f_t (*f)(v4f_t, v4f_t))
 {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
         v4f_t g, u;
         memcpy(&g, gate + i, sizeof g);
         memcpy(&u, up + i, sizeof u);
-        g = act(g) * u;
+        g = f(g, u);
         memcpy(gate + i, &g, sizeof g);
     }
     if (i < n) {
@@ -227,42 +243,49 @@ static inline void gated4(float *restrict gate, const float *restrict up, int64_
         v4f_t g = {0.0f, 0.0f, 0.0f, 0.0f}, u = g;
         memcpy(&g, gate + i, rest);
         memcpy(&u, up + i, rest);
-        g = act(g) * u;
+        g = f(g, u);
         memcpy(gate + i, &g, rest);
     }
 }
 
 void bt_swiglu_f32(float *restrict gate, const float *restrict up, int64_t n)
 {
-    gated4(gate, up, n, silu4);
+    gated4(gate, up, n, swiglu4);
 }
 
 void bt_geglu_f32(float *restrict gate, const float *restrict up, int64_t n)
 {
-    gated4(gate, up, n, gelu4);
+    gated4(gate, up, n, geglu4);
 }
 
 void bt_swiglu_oai_f32(float *restrict gate, const float *restrict up, int64_t n)
 {
-    const v4f_t seven = {7.0f, 7.0f, 7.0f, 7.0f}, one = {1.0f, 1.0f, 1.0f, 1.0f};
+    gated4(gate, up, n, swiglu_oai4);
+}
+
+/* x[i] += a y[i] (a = 1: x[i] += y[i], no product), 4 at a time where
+ * -O2 leaves a loop of unknown length scalar (biases and a mixture's
+ * combine run on one thread between products); each element is the same
+ * one or two roundings either way. */
+static inline void axpy4(float *restrict x, float a, const float *restrict y, int64_t n,
+                         const bool scaled)
+{
+    const v4f_t va = {a, a, a, a};
     int64_t i = 0;
-    for (; i < n; i += 4) {
-        const size_t len = (size_t)(n - i < 4 ? n - i : 4) * sizeof(float);
-        v4f_t g = {0.0f, 0.0f, 0.0f, 0.0f}, u = g;
-        memcpy(&g, gate + i, len);
-        memcpy(&u, up + i, len);
-        g = v4f_select(g > seven, seven, g);
-        u = v4f_select(u > seven, seven, u);
-        u = v4f_select(u < -seven, -seven, u);
-        g = div_1p_exp4(g, 1.702f * g) * (u + one);
-        memcpy(gate + i, &g, len);
+    for (; i + 4 <= n; i += 4) {
+        v4f_t vx, vy;
+        memcpy(&vx, x + i, sizeof vx);
+        memcpy(&vy, y + i, sizeof vy);
+        vx += scaled ? va * vy : vy;
+        memcpy(x + i, &vx, sizeof vx);
     }
+    for (; i < n; i++)
+        x[i] += scaled ? a * y[i] : y[i];
 }
 
 void bt_add_f32(float *restrict x, const float *restrict y, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        x[i] += y[i];
+    axpy4(x, 1.0f, y, n, false);
 }
 
 void bt_add_rows_f32(float *restrict x, const float *restrict b, int n_rows, int64_t n)
@@ -273,8 +296,7 @@ void bt_add_rows_f32(float *restrict x, const float *restrict b, int n_rows, int
 
 void bt_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] += a * x[i];
+    axpy4(y, a, x, n, true);
 }
 
 /* Whether a value ranks before another that comes earlier: only by
