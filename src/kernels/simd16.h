@@ -438,9 +438,9 @@ S16 void v16i_store_i8(void *p, v16i a)
 /* p * 2^n for n integral in -252..252 and p normal with 2^n p normal or
  * below, rounded once: AVX-512's vscalefps; elsewhere two multiplies by
  * powers of two, the first exact, so that the one rounding is again that
- * of p 2^n and every build gives the same bits. (vscalefps is one
- * instruction of the other's seven: MXFP4's block scales are 2^n, and a
- * one-token MXFP4 product on a Zen 4 is bound by its instructions.) */
+ * of p 2^n and every build gives the same bits. (One instruction for
+ * about eight: MXFP4's block scales are 2^n, and a one-token MXFP4
+ * product on a Zen 4 is bound by its instructions.) */
 S16 v16f v16f_ldexp(v16f p, v16f n)
 {
 #ifdef BT_SIMD16_AVX512
