@@ -1020,9 +1020,12 @@ static int64_t q8_groups(const bt_matrix_t *w)
     return (w->n_out + rows_per - 1) / rows_per;
 }
 
-/* Groups [g0, g1) of W's rows for all n_tok tokens, on thread me. */
+/* Groups [g0, g1) of W's rows for all n_tok tokens, on thread me;
+ * have_x: thread me's scratch already holds x quantized for W's type and
+ * width (q8_same_x), so the one chunk is not quantized again. */
 static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *restrict x,
-                    int n_tok, const bt_scratch_t *s, int me, int64_t g0, int64_t g1)
+                    int n_tok, const bt_scratch_t *s, int me, int64_t g0, int64_t g1,
+                    bool have_x)
 {
     const int64_t n_in = w->n_in, n_out = w->n_out, nb = n_in / 32;
     const bool panel = q8_panel(w);
@@ -1048,10 +1051,12 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
         int32_t *recs = (int32_t *)(((uintptr_t)(own + pstride) + 63) & ~(uintptr_t)63);
         for (int t0 = 0; t0 < n_tok; t0 += Q8_TOKENS) {
             const int nt = n_tok - t0 < Q8_TOKENS ? n_tok - t0 : Q8_TOKENS;
-            quantize_rows(q, d, isum, isum16, x + (size_t)t0 * n_in, nt, n_in,
-                          !has_min(w->type) && w->type != BT_TYPE_Q6_K);
+            const bool fresh = !(have_x && n_tok <= Q8_TOKENS);
+            if (fresh)
+                quantize_rows(q, d, isum, isum16, x + (size_t)t0 * n_in, nt, n_in,
+                              !has_min(w->type) && w->type != BT_TYPE_Q6_K);
             const q8_rows_t xq = {q, d, isum, isum16};
-            for (int t = 0; panel && t < nt; t += Q8_PANEL_TOKENS)
+            for (int t = 0; fresh && panel && t < nt; t += Q8_PANEL_TOKENS)
                 interleave_rows(recs + (size_t)REC_WORDS(t) * nb, xq, t,
                                 nt - t < Q8_PANEL_TOKENS ? nt - t : Q8_PANEL_TOKENS, n_in,
                                 w->type);
@@ -1099,7 +1104,7 @@ static void q8_share(float *restrict out, const bt_matrix_t *w, const float *res
                      int n_tok, const bt_scratch_t *s, int me, int nth)
 {
     const int64_t n_groups = q8_groups(w);
-    q8_rows(out, w, x, n_tok, s, me, n_groups * me / nth, n_groups * (me + 1) / nth);
+    q8_rows(out, w, x, n_tok, s, me, n_groups * me / nth, n_groups * (me + 1) / nth, false);
 }
 
 /* A one-thread product skips the OpenMP region: even an inactive one costs
@@ -1124,13 +1129,30 @@ static double q8_group_cost(const bt_matmul_job_t *j)
     return (double)j->w.n_in * (double)(j->n_tok + 4);
 }
 
+/* Whether job b's activations, quantized for job a, serve b as they are:
+ * one chunk of the same tokens (the same floats, at the same address or
+ * not: a mixture's experts each get their own copy of a decode row) for
+ * the same type, width and path. */
+static bool q8_same_x(const bt_matmul_job_t *a, const bt_matmul_job_t *b)
+{
+    return a->n_tok == b->n_tok && b->n_tok <= Q8_TOKENS && a->w.type == b->w.type &&
+           a->w.n_in == b->w.n_in && q8_panel(&a->w) == q8_panel(&b->w) &&
+           (a->x == b->x ||
+            memcmp(a->x, b->x, (size_t)b->n_tok * (size_t)b->w.n_in * sizeof(float)) == 0);
+}
+
 /* Thread me of nth takes the groups whose cost begins in its share
  * [me, me + 1) / nth of the whole; a product split between threads is
- * quantized by each (a few rows: nothing next to the weights). */
+ * quantized by each (a few rows: nothing next to the weights). A thread
+ * does not quantize again what its previous product already did: q, k
+ * and v share their input, gate and up theirs, and every expert a decode
+ * row chose gets a copy of that row (15 of a qwen3moe layer's 24
+ * quantizations on one thread). */
 static void q8_many_share(const bt_matmul_job_t *jobs, int n_jobs, const bt_scratch_t *s,
                           double total, int me, int nth)
 {
     const double lo = total * me / nth, hi = total * (me + 1) / nth;
+    const bt_matmul_job_t *prev = NULL; /* the last job this thread ran */
     double base = 0.0;
     for (int i = 0; i < n_jobs && base < hi; i++) {
         const bt_matmul_job_t *j = &jobs[i];
@@ -1141,8 +1163,11 @@ static void q8_many_share(const bt_matmul_job_t *jobs, int n_jobs, const bt_scra
         int64_t g1 = (int64_t)ceil((hi - base) / gc);
         g0 = g0 < ng ? g0 : ng;
         g1 = me == nth - 1 || g1 > ng ? ng : g1;
-        if (g0 < g1)
-            q8_rows(j->out, &j->w, j->x, j->n_tok, s, me, g0, g1);
+        if (g0 < g1) {
+            q8_rows(j->out, &j->w, j->x, j->n_tok, s, me, g0, g1,
+                    prev != NULL && q8_same_x(prev, j));
+            prev = j;
+        }
         base += (double)ng * gc;
     }
 }
