@@ -800,12 +800,7 @@ static bt_status_t decode_steps(kb_run_t *r, FILE *out)
             return st;
         }
         const uint64_t active = active_bytes(m);
-        /* the file's type as the main table names it (MXFP4_MOE, Q4_K_M),
-         * else that of its first matrix */
-        const bt_layer_t *y0 = &m->layers[0];
-        const uint32_t first = y0->wq.data ? y0->wq.type : y0->q_a.data ? y0->q_a.type : y0->kv_a.type;
-        const char *ftype = bt_ftype_name(m->file_type);
-        const char *type = strcmp(ftype, "unknown") != 0 ? ftype : bt_type_info(first)->name;
+        const char *type = bt_ftype_name(m->file_type); /* as the main table names it */
         const char *base = strrchr(p->models[i], '/');
         for (int t = 0; t < p->threads.n; t++) {
             kb_stats_t ks;

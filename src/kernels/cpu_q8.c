@@ -1021,8 +1021,8 @@ static int64_t q8_groups(const bt_matrix_t *w)
 }
 
 /* Groups [g0, g1) of W's rows for all n_tok tokens, on thread me;
- * have_x: thread me's scratch already holds x quantized for W's type and
- * width (q8_same_x), so the one chunk is not quantized again. */
+ * have_x: thread me's scratch already holds x, one chunk, quantized for
+ * W's type and width (q8_same_x). */
 static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                     int n_tok, const bt_scratch_t *s, int me, int64_t g0, int64_t g1,
                     bool have_x)
@@ -1051,7 +1051,7 @@ static void q8_rows(float *restrict out, const bt_matrix_t *w, const float *rest
         int32_t *recs = (int32_t *)(((uintptr_t)(own + pstride) + 63) & ~(uintptr_t)63);
         for (int t0 = 0; t0 < n_tok; t0 += Q8_TOKENS) {
             const int nt = n_tok - t0 < Q8_TOKENS ? n_tok - t0 : Q8_TOKENS;
-            const bool fresh = !(have_x && n_tok <= Q8_TOKENS);
+            const bool fresh = !have_x;
             if (fresh)
                 quantize_rows(q, d, isum, isum16, x + (size_t)t0 * n_in, nt, n_in,
                               !has_min(w->type) && w->type != BT_TYPE_Q6_K);

@@ -263,29 +263,10 @@ void bt_swiglu_oai_f32(float *restrict gate, const float *restrict up, int64_t n
     gated4(gate, up, n, swiglu_oai4);
 }
 
-/* x[i] += a y[i] (a = 1: x[i] += y[i], no product), 4 at a time where
- * -O2 leaves a loop of unknown length scalar (biases and a mixture's
- * combine run on one thread between products); each element is the same
- * one or two roundings either way. */
-static inline void axpy4(float *restrict x, float a, const float *restrict y, int64_t n,
-                         const bool scaled)
-{
-    const v4f_t va = {a, a, a, a};
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        v4f_t vx, vy;
-        memcpy(&vx, x + i, sizeof vx);
-        memcpy(&vy, y + i, sizeof vy);
-        vx += scaled ? va * vy : vy;
-        memcpy(x + i, &vx, sizeof vx);
-    }
-    for (; i < n; i++)
-        x[i] += scaled ? a * y[i] : y[i];
-}
-
+/* x + y is x + 1 y: the product by 1 is exact. */
 void bt_add_f32(float *restrict x, const float *restrict y, int64_t n)
 {
-    axpy4(x, 1.0f, y, n, false);
+    bt_axpy_f32(x, 1.0f, y, n);
 }
 
 void bt_add_rows_f32(float *restrict x, const float *restrict b, int n_rows, int64_t n)
@@ -294,9 +275,22 @@ void bt_add_rows_f32(float *restrict x, const float *restrict b, int n_rows, int
         bt_add_f32(x + (size_t)r * (size_t)n, b, n);
 }
 
+/* 4 at a time, where -O2 leaves a loop of unknown length scalar (biases
+ * and a mixture's combine run on one thread between products); each
+ * element is the same two roundings either way. */
 void bt_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n)
 {
-    axpy4(y, a, x, n, true);
+    const v4f_t va = {a, a, a, a};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4f_t vy, vx;
+        memcpy(&vy, y + i, sizeof vy);
+        memcpy(&vx, x + i, sizeof vx);
+        vy += va * vx;
+        memcpy(y + i, &vy, sizeof vy);
+    }
+    for (; i < n; i++)
+        y[i] += a * x[i];
 }
 
 /* Whether a value ranks before another that comes earlier: only by

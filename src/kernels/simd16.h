@@ -93,11 +93,6 @@ S16 v16f v16f_load_n(const float *p, int n, float fill)
 S16 v16f v16f_keep_n(v16f a, int n) { return _mm512_maskz_mov_ps((__mmask16)((1u << n) - 1), a); }
 S16 v16i v16i_add(v16i a, v16i b) { return _mm512_add_epi32(a, b); }
 S16 v16i v16i_sub(v16i a, v16i b) { return _mm512_sub_epi32(a, b); }
-S16 v16i v16i_sra1(v16i a) { return _mm512_srai_epi32(a, 1); }
-S16 v16f v16i_pow2(v16i k) /* 2^k as a float, k in -126..127 */
-{
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23));
-}
 
 /* 16 lanes of double: the f32 lanes 0-7, 8-15 widened. */
 typedef struct {
