@@ -119,8 +119,8 @@ static const golden_case_t golden_cases[] = {
 
 /* Across builds and machines: with BT_LOGITS_WRITE=DIR the rows go to
  * DIR/NAME.OPS.bin; with BT_LOGITS_SAME=DIR they must equal that file's bit
- * for bit (scripts/check-arm64 holds the aarch64 builds to the x86 one's
- * rows this way). Every ubatch and thread count gives the same rows, so
+ * for bit (scripts/check-cross holds the aarch64 and ppc64le builds to
+ * the x86 ones' rows this way). Every ubatch and thread count gives the same rows, so
  * one file per model and set. */
 static void golden_bits(const char *name, const char *ops, const float *rows, size_t n)
 {
