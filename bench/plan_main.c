@@ -467,7 +467,7 @@ static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, double lat, 
 {
     bt_share_t s;
     bt_log_capture(1);
-    const bool ok = T > 1 && bt_share_init(hp, 0, T, &s) == BT_OK;
+    const bool ok = T > 1 && bt_share_init(hp, 0, T, false, &s) == BT_OK;
     bt_log_flush_captured(0);
     bt_log_capture(0);
     if (!ok)

@@ -118,6 +118,18 @@ bt_status_t bt_parse_split_mode(const char *flag, const char *s, int *out)
     return BT_ERR_ARG;
 }
 
+bt_status_t bt_parse_tp_comm(const char *flag, const char *s, int *out)
+{
+    if (strcmp(s, "gather") == 0 || strcmp(s, "allreduce") == 0) {
+        *out = s[0] == 'a';
+        return BT_OK;
+    }
+    bt_log_error("%s: '%s' is not one of gather, allreduce", flag, s);
+    return BT_ERR_ARG;
+}
+
+const char *bt_tp_comm_name(int allreduce) { return allreduce ? "allreduce" : "gather"; }
+
 bt_status_t bt_layout_tp(int split_tensor, int tp, int pipeline, int pipeline_given, int n_ranks,
                          int *out)
 {

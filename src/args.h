@@ -38,6 +38,16 @@ bt_status_t bt_parse_ratios(const char *flag, const char *s, double **ratios, in
  * "tensor" (1: every rank one stage, splitting its tensors). */
 bt_status_t bt_parse_split_mode(const char *flag, const char *s, int *out);
 
+/* --tp-comm: how a stage's tensor ranks combine their shares. "gather"
+ * (0): each output element is computed whole on one rank and gathered,
+ * so the logits are bitwise those of one rank; "allreduce" (1): the
+ * attention output and down projections are split by their inputs and the
+ * ranks' partial sums added (Megatron's scheme: fewer bytes a layer, held
+ * to the golden tolerances instead; docs/design.md). */
+bt_status_t bt_parse_tp_comm(const char *flag, const char *s, int *out);
+/* "gather" or "allreduce". */
+const char *bt_tp_comm_name(int allreduce);
+
 /* Tensor ranks per stage of a run on n_ranks ranks. -sm tensor: all of
  * them (a -tp that says otherwise is refused, and so is an explicit
  * --pipeline 1: one stage has no pipeline to fill); -sm layer: -tp T (tp 0,

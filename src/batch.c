@@ -743,6 +743,7 @@ static bt_status_t open_pipe(batch_t *b)
         .no_mmap = o->no_mmap,
         .kv_type = o->kv_type,
         .tp = o->tp,
+        .tp_allreduce = o->tp_allreduce,
     };
     bt_status_t st = bt_pipe_init(&b->pipe, b->comm, &cfg);
     if (st != BT_OK)

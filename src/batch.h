@@ -38,6 +38,7 @@ typedef struct bt_batch_options {
     int ubatch;              /* -ub: rows per micro-batch */
     bool sync;               /* --pipeline 0: one micro-batch in flight at a time */
     int tp;                  /* tensor ranks per stage (-tp, -sm tensor; 0 or 1: none) */
+    int tp_allreduce;        /* --tp-comm allreduce: partial sums added (bt_pipe_config_t) */
     int threads;
     const double *ratios;    /* -ts; NULL: balance the cost */
     int n_ratios;

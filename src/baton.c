@@ -80,6 +80,10 @@ static void usage(FILE *f)
             "                            stage that splits every layer's tensors (--pipeline 0)\n"
             "  -tp, --tensor-parallel T  T tensor ranks per stage: np = stages x T; stage s is\n"
             "                            ranks s*T .. s*T+T-1 (keep them on one node)\n"
+            "      --tp-comm gather|allreduce  how tensor ranks combine: gather (default): whole\n"
+            "                            outputs, the bits of one rank; allreduce: partial sums\n"
+            "                            of attn_output and ffn_down added (fewer bytes for\n"
+            "                            slow links; golden tolerances, not one rank's bits)\n"
             "  -t, --threads N           OpenMP threads per rank (default: cores / ranks per node)\n"
             "      --dump-logits FILE    raw little-endian f32 rows of n_vocab per position\n"
             "      --trace FILE.json     Chrome trace of every rank's micro-batches (Perfetto)\n"
@@ -562,6 +566,7 @@ static int run(const options_t *o, MPI_Comm comm)
         .no_mmap = !o->r.mmap,
         .kv_type = (uint32_t)o->r.kv_type,
         .tp = o->r.tp,
+        .tp_allreduce = o->r.tp_allreduce,
     };
     if (bt_pipe_init(&r.pipe, comm, &cfg) != BT_OK)
         return 1;
@@ -613,7 +618,7 @@ static bt_batch_options_t batch_options(const options_t *o)
         .threads = o->r.threads, .ratios = o->r.ratios, .n_ratios = o->r.n_ratios, .ops = o->r.ops,
         .gpu = o->r.gpu, .gpu_given = o->r.gpu_given,
         .no_mmap = !o->r.mmap, .kv_type = (uint32_t)o->r.kv_type, .sampling = o->r.sampling,
-        .seed_given = o->r.seed_given, .tp = o->r.tp,
+        .seed_given = o->r.seed_given, .tp = o->r.tp, .tp_allreduce = o->r.tp_allreduce,
     };
 }
 

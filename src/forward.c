@@ -233,6 +233,16 @@ static bt_status_t gather_cols(const bt_forward_t *f, float *out, const float *m
     return split(f) ? f->coll.cols(f->coll.ctx, out, mine, n_tok, at, unit) : BT_OK;
 }
 
+/* Whether the ranks add partial sums of attn_output and ffn_down
+ * (bt_share_t.sum) instead of gathering whole outputs. */
+static bool summed(const bt_forward_t *f) { return split(f) && f->m->share.sum; }
+
+/* f->o = the ranks' partial sums mine [n_tok, n_embd] added (summed). */
+static bt_status_t sum_rows(const bt_forward_t *f, const float *mine, int n_tok)
+{
+    return f->coll.sum(f->coll.ctx, f->o, mine, n_tok * f->m->hp.n_embd);
+}
+
 bt_status_t bt_forward_embed(bt_forward_t *f, const int32_t *tokens, int n_tok, float *x)
 {
     const bt_matrix_t *e = &f->m->tok_embd;
@@ -413,6 +423,10 @@ static bt_status_t ffn(bt_forward_t *f, const bt_layer_t *l, int n_tok)
 {
     gate_up(f, &l->w_gate, &l->w_up, n_tok);
     const bt_share_t *sh = &f->m->share;
+    if (summed(f)) { /* its hidden units' columns of down: a partial sum */
+        f->ops->matmul(f->part, &l->w_down, f->gate, n_tok, &f->scratch);
+        return sum_rows(f, f->part, n_tok);
+    }
     float *hidden = split(f) ? f->up : f->gate; /* [n_tok, n_ff] */
     bt_status_t st = gather_cols(f, hidden, f->gate, n_tok, sh->ff, 1);
     if (st != BT_OK)
@@ -520,18 +534,26 @@ static bt_status_t experts(bt_forward_t *f, const bt_layer_t *l, int n_tok)
         bt_add_rows_f32(f->y_exp + (size_t)r0 * e_sz,
                         expert_row(l->down_exps_bias, e - e0, n_embd), ne, n_embd);
     }
-    if (split(f)) {
+    if (split(f) && !summed(f)) {
         for (int r = 0; r <= sh->size; r++)
             f->exp_at[r] = f->exp_rows[sh->expert[r]];
         bt_status_t st = f->coll.runs(f->coll.ctx, f->y_exp, f->exp_at, n_embd);
         if (st != BT_OK)
             return st;
     }
-    memset(f->o, 0, (size_t)n_tok * e_sz * sizeof(float));
+    /* each row its experts, weighted, best first (summed: this rank's) */
+    float *o = summed(f) ? f->part : f->o;
+    memset(o, 0, (size_t)n_tok * e_sz * sizeof(float));
     for (int t = 0; t < n_tok; t++)
         for (int i = 0; i < k; i++)
-            bt_axpy_f32(f->o + (size_t)t * e_sz, f->sel_w[t * k + i],
-                        f->y_exp + (size_t)f->gather[t * k + i] * e_sz, n_embd);
+            if (!summed(f) || (f->sel[t * k + i] >= e0 && f->sel[t * k + i] < e1))
+                bt_axpy_f32(o + (size_t)t * e_sz, f->sel_w[t * k + i],
+                            f->y_exp + (size_t)f->gather[t * k + i] * e_sz, n_embd);
+    if (summed(f)) {
+        bt_status_t st = sum_rows(f, f->part, n_tok);
+        if (st != BT_OK)
+            return st;
+    }
     if (l->gate_shexp.data != NULL) { /* shared experts, added after the routed ones */
         gate_up(f, &l->gate_shexp, &l->up_shexp, n_tok);
         f->ops->matmul(f->xg, &l->down_shexp, f->gate, n_tok, &f->scratch);
@@ -631,6 +653,14 @@ static bt_status_t attention_block(bt_forward_t *f, const bt_layer_t *l, int il,
     if (l->k_norm != NULL)
         bt_rmsnorm_f32(f->k, f->k, l->k_norm, n_tok * f->n_kv_l, hp->head_dim, hp->rms_eps);
     rope(f, l);
+    if (summed(f)) { /* its heads' columns of attn_output: a partial sum, then the bias */
+        attention(f, il, f->att);
+        f->ops->matmul(f->part, &l->wo, f->att, n_tok, &f->scratch);
+        bt_status_t st = sum_rows(f, f->part, n_tok);
+        if (st == BT_OK && l->o_bias != NULL)
+            bt_add_rows_f32(f->o, l->o_bias, n_tok, hp->n_embd);
+        return st;
+    }
     float *mine = split(f) ? f->part : f->att;
     attention(f, il, mine);
     bt_status_t st = gather_cols(f, f->att, mine, n_tok, sh->head, hp->head_dim);

@@ -41,6 +41,10 @@ typedef struct bt_gather {
                         int unit);
     /* In place: buf[at[r] * unit .. at[r+1] * unit) from rank r, to every rank. */
     bt_status_t (*runs)(void *ctx, float *buf, const int *at, int unit);
+    /* The share's sum (bt_share_t.sum): out[i] = the ranks' mine[i] added
+     * in rank order, ((mine_0 + mine_1) + mine_2) ..., the same bits on
+     * every rank; n floats. out may be mine. */
+    bt_status_t (*sum)(void *ctx, float *out, const float *mine, int n);
     void *ctx;
 } bt_gather_t;
 

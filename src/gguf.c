@@ -847,6 +847,8 @@ fail_free:
     return st;
 }
 
+bool bt_gguf_file_mapped(const bt_gguf_t *g) { return ((const gguf_impl_t *)g)->owns_map; }
+
 void bt_gguf_close(bt_gguf_t *g)
 {
     if (g == NULL)

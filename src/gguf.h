@@ -103,6 +103,10 @@ typedef struct bt_gguf {
 /* Opens, maps and validates path. On success *out owns the map; release it
  * with bt_gguf_close(). On failure logs one message and leaves *out unset. */
 bt_status_t bt_gguf_open(const char *path, bt_gguf_t **out);
+/* Whether g maps its file (bt_gguf_open): its pages can be dropped and read
+ * again. False for a borrowed buffer (bt_gguf_open_buffer). */
+bool bt_gguf_file_mapped(const bt_gguf_t *g);
+
 /* Validates size bytes at data exactly as bt_gguf_open() validates a file
  * (label, or "buffer" when NULL, names it in messages and becomes g->path).
  * The bytes are borrowed, not copied: they must stay valid and unchanged

@@ -712,7 +712,19 @@ static void balance_ff(const bt_hparams_t *hp, bt_share_t *s)
     s->ff[T] = hp->n_ff;
 }
 
-bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bt_share_t *out)
+/* Hidden units of a dense FFN under sum: split where ffn_down's column
+ * blocks allow (256 for the K formats, 32 for the others, 16 as rows). */
+static int sum_ff_align(const bt_hparams_t *hp, int size)
+{
+    static const int aligns[] = {256, 32, BT_MATMUL_ROWS};
+    for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++)
+        if (hp->n_ff % aligns[i] == 0 && hp->n_ff / aligns[i] >= size)
+            return aligns[i];
+    return 1;
+}
+
+bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bool sum,
+                          bt_share_t *out)
 {
     if (size < 1 || size > BT_TP_MAX || rank < 0 || rank >= size) {
         bt_log_error("tensor parallelism: %d tensor ranks per stage is outside 1..%d", size,
@@ -740,7 +752,7 @@ bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bt_share_t
                      "it by layers (-sm layer)", size, hp->arch->name);
         return BT_ERR_UNSUPPORTED;
     }
-    bt_share_t s = {.rank = rank, .size = size};
+    bt_share_t s = {.rank = rank, .size = size, .sum = sum && size > 1};
     if (size <= hp->n_head_kv) { /* whole kv groups */
         const int group = hp->n_head / hp->n_head_kv;
         split_even(hp->n_head_kv, size, 1, s.head);
@@ -750,8 +762,12 @@ bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bt_share_t
         split_even(hp->n_head, size, 1, s.head);
     }
     split_even(hp->n_embd, size, BT_MATMUL_ROWS, s.embd);
-    split_even(hp->n_ff, size, BT_MATMUL_ROWS, s.ff);
-    balance_ff(hp, &s);
+    if (s.sum) {
+        split_even(hp->n_ff, size, sum_ff_align(hp, size), s.ff);
+    } else {
+        split_even(hp->n_ff, size, BT_MATMUL_ROWS, s.ff);
+        balance_ff(hp, &s);
+    }
     split_even(hp->n_expert, size, 1, s.expert);
     split_even(hp->n_vocab, size, BT_MATMUL_ROWS, s.vocab);
     *out = s;
@@ -802,9 +818,15 @@ static bool kind_range(const bt_share_t *s, const bt_hparams_t *hp, int r, int k
         bt_share_kv(s, hp, r, &kv0, &kv1);
         *lo = kv0 * hd, *hi = kv1 * hd;
         return true;
-    case BT_LT_O: case BT_LT_O_BIAS: case BT_LT_DOWN:
-        *lo = s->embd[r], *hi = s->embd[r + 1];
+    case BT_LT_O: /* sum: the columns of its heads */
+        *lo = s->sum ? s->head[r] * hd : s->embd[r], *hi = s->sum ? s->head[r + 1] * hd : s->embd[r + 1];
         return true;
+    case BT_LT_DOWN: /* sum: the columns of its hidden units */
+        *lo = s->sum ? s->ff[r] : s->embd[r], *hi = s->sum ? s->ff[r + 1] : s->embd[r + 1];
+        return true;
+    case BT_LT_O_BIAS: /* sum: whole, added once to the sum */
+        *lo = s->embd[r], *hi = s->embd[r + 1];
+        return !s->sum;
     case BT_LT_GATE: case BT_LT_UP:
         *lo = s->ff[r], *hi = s->ff[r + 1];
         return true;
@@ -959,7 +981,7 @@ bt_status_t bt_model_open(const char *path, bt_model_t **out)
     }
     uint32_t ft;
     m->file_type = bt_gguf_get_u32(m->gguf, "general.file_type", &ft) == BT_OK ? ft : 0;
-    bt_share_init(&m->hp, 0, 1, &m->share); /* the whole model: cannot fail */
+    bt_share_init(&m->hp, 0, 1, false, &m->share); /* the whole model: cannot fail */
     *out = m;
     return BT_OK;
 }
@@ -999,6 +1021,102 @@ static void narrow_rows(bt_matrix_t *x, int64_t lo, int64_t hi)
     x->n_out = hi - lo;
 }
 
+/* The whole pages inside [p, p + bytes). */
+static void page_range(const void *p, size_t bytes, char **lo, size_t *len)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + bytes) & ~(page - 1);
+    *lo = (char *)a;
+    *len = b > a ? b - a : 0;
+}
+
+/* Whether p lies in the model's file mapping: its pages can be dropped
+ * and read again (not a column share's copy, nor a borrowed buffer). */
+static bool in_file(const bt_model_t *m, const void *p)
+{
+    const uint8_t *b = p;
+    return bt_gguf_file_mapped(m->gguf) && b >= m->gguf->map && b < m->gguf->map + m->gguf->file_size;
+}
+
+/* Whether a matrix of kind is cut by its input columns under s. */
+static bool by_columns(const bt_share_t *s, int kind)
+{
+    return s->sum && (kind == BT_LT_O || kind == BT_LT_DOWN);
+}
+
+/* Bytes of columns [lo, hi) of every row of x, or 0 (with one message)
+ * where lo or hi is not on a block boundary of x's type. */
+static size_t column_bytes(const bt_model_t *m, const bt_matrix_t *x, int il, int kind,
+                           int64_t lo, int64_t hi)
+{
+    const bt_type_info_t *ti = bt_type_info(x->type);
+    if (lo % ti->block_size != 0 || hi % ti->block_size != 0) {
+        bt_log_error("model: %s: --tp-comm allreduce cuts blk.%d.%s by its columns at %lld and "
+                     "%lld, but its type %s stores blocks of %lld: use --tp-comm gather, or "
+                     "a -tp whose shares fall on whole blocks",
+                     m->gguf->path, il, bt_arch_suffix(m->hp.arch, kind), (long long)lo,
+                     (long long)hi, ti->name, (long long)ti->block_size);
+        return 0;
+    }
+    return (size_t)((hi - lo) / ti->block_size) * ti->block_bytes * (size_t)x->n_out;
+}
+
+/* x narrowed to columns [lo, hi) (whole blocks), its rows copied out to
+ * dst; the mapped pages they came from are dropped where the file is
+ * mapped (each row is a few KiB: a rank reading its columns touched every
+ * page). */
+static void narrow_columns(const bt_model_t *m, bt_matrix_t *x, int64_t lo, int64_t hi,
+                           uint8_t *dst)
+{
+    const bt_type_info_t *ti = bt_type_info(x->type);
+    const size_t off = (size_t)(lo / ti->block_size) * ti->block_bytes;
+    const size_t row = (size_t)((hi - lo) / ti->block_size) * ti->block_bytes;
+    for (int64_t r = 0; r < x->n_out; r++)
+        memcpy(dst + (size_t)r * row, (const uint8_t *)x->data + (size_t)r * x->row_bytes + off,
+               row);
+    char *plo;
+    size_t len;
+    page_range(x->data, x->row_bytes * (size_t)x->n_out, &plo, &len);
+    if (in_file(m, x->data) && len > 0)
+        madvise(plo, len, MADV_DONTNEED);
+    *x = (bt_matrix_t){dst, x->type, hi - lo, x->n_out, row, NULL};
+}
+
+/* Under share->sum: the columns of every bound attn_output and ffn_down,
+ * into one buffer (m->slices_copy). */
+static bt_status_t shard_columns(bt_model_t *m, const bt_share_t *share)
+{
+    size_t total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint8_t *at = m->slices_copy;
+        for (int i = 0; i < m->last - m->first; i++)
+            for (int kind = 0; kind < BT_LT_COUNT; kind++) {
+                bt_matrix_t *x = (bt_matrix_t *)(void *)((char *)&m->layers[i] + lt_field[kind]);
+                int64_t lo, hi;
+                if (!by_columns(share, kind) || x->data == NULL ||
+                    !kind_range(share, &m->hp, share->rank, kind, &lo, &hi))
+                    continue;
+                const size_t bytes = column_bytes(m, x, m->first + i, kind, lo, hi);
+                if (bytes == 0)
+                    return BT_ERR_ARG;
+                if (pass == 0) {
+                    total += (bytes + 63) / 64 * 64;
+                    continue;
+                }
+                narrow_columns(m, x, lo, hi, at);
+                at += (bytes + 63) / 64 * 64;
+            }
+        if (pass == 0 && total > 0 && (m->slices_copy = bt_alloc_huge(total)) == NULL) {
+            bt_log_error("model: %s: cannot allocate %zu bytes for the column shares",
+                         m->gguf->path, total);
+            return BT_ERR_NOMEM;
+        }
+        if (total == 0)
+            return BT_OK;
+    }
+    return BT_OK;
+}
+
 bt_status_t bt_model_shard(bt_model_t *m, const bt_share_t *share)
 {
     if (m->layers == NULL || m->weights_copy != NULL || m->packed_copy != NULL ||
@@ -1009,12 +1127,15 @@ bt_status_t bt_model_shard(bt_model_t *m, const bt_share_t *share)
     }
     m->share = *share;
     const int r = share->rank;
+    bt_status_t st = share->sum ? shard_columns(m, share) : BT_OK;
+    if (st != BT_OK)
+        return st;
     for (int i = 0; i < m->last - m->first; i++)
         for (int kind = 0; kind < BT_LT_COUNT; kind++) {
             char *field = (char *)&m->layers[i] + lt_field[kind];
             const bt_lt_info_t *li = &bt_lt_info[kind];
             int64_t lo, hi;
-            if (!kind_range(share, &m->hp, r, kind, &lo, &hi))
+            if (by_columns(share, kind) || !kind_range(share, &m->hp, r, kind, &lo, &hi))
                 continue;
             if (bt_lt_f32(li)) {
                 const float **v = (const float **)(void *)field;
@@ -1107,14 +1228,6 @@ static int bound_weights(bt_model_t *m, weight_ref_t *w, int cap)
     return n;
 }
 
-/* The whole pages inside [p, p + bytes). */
-static void page_range(const void *p, size_t bytes, char **lo, size_t *len)
-{
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + bytes) & ~(page - 1);
-    *lo = (char *)a;
-    *len = b > a ? b - a : 0;
-}
 
 bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
 {
@@ -1158,13 +1271,15 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
         char *lo;
         size_t len;
         page_range(src, w[i].bytes, &lo, &len);
-        if (len > 0) /* the file's pages are no longer ours to keep */
+        if (in_file(m, src) && len > 0) /* the file's pages are no longer ours to keep */
             madvise(lo, len, MADV_DONTNEED);
     }
     if (m->tied && m->with_head && m->tok_embd.data != NULL)
         m->output.data = (const uint8_t *)m->tok_embd.data +
                          (size_t)m->share.vocab[m->share.rank] * m->tok_embd.row_bytes;
     m->weights_copy = buf;
+    free(m->slices_copy); /* the column shares are in buf now */
+    m->slices_copy = NULL;
     free(w);
     return BT_OK;
 }
@@ -1258,9 +1373,10 @@ bt_status_t bt_model_pack(bt_model_t *m)
         const size_t bytes = packed_bytes(m, i);
         if (bytes == 0)
             continue;
+        const bool drop = m->weights_copy == NULL && in_file(m, w->data); /* mapped */
         for (int e = 0; e < n_mat; e++) { /* experts one after another */
             const bt_matrix_t x = bt_expert(w, e);
-            pack_chunks(&x, buf + (size_t)e * bt_expert_packed_stride(w), m->weights_copy == NULL);
+            pack_chunks(&x, buf + (size_t)e * bt_expert_packed_stride(w), drop);
         }
         w->packed = buf;
         buf += bytes;
@@ -1268,7 +1384,7 @@ bt_status_t bt_model_pack(bt_model_t *m)
         char *lo;
         size_t len;
         page_range(w->data, w->row_bytes * (size_t)w->n_out * (size_t)n_mat, &lo, &len);
-        if (m->weights_copy == NULL && len > 0) /* mapped: the file's pages are not needed now */
+        if (drop && len > 0) /* mapped: the file's pages are not needed now */
             madvise(lo, len, MADV_DONTNEED);
     }
     return st;
@@ -1315,7 +1431,7 @@ static uint64_t part_of(uint64_t bytes, double fraction)
     return fraction >= 1.0 ? bytes : (uint64_t)((double)bytes * fraction) + 64;
 }
 
-void bt_model_memory_share(const bt_model_t *m, int tp, bool packed, bool read_in,
+void bt_model_memory_share(const bt_model_t *m, int tp, bool sum, bool packed, bool read_in,
                            uint64_t *layer, uint64_t *embed, uint64_t *head, uint64_t *every)
 {
     const bt_gguf_t *g = m->gguf;
@@ -1323,8 +1439,8 @@ void bt_model_memory_share(const bt_model_t *m, int tp, bool packed, bool read_i
     const bt_lt_set_t allowed = layer_allowed(&m->hp, 0) | layer_allowed(&m->hp, m->hp.n_layer - 1);
     const bool tied = bt_gguf_find_tensor(g, "output.weight") == NULL;
     bt_share_t s;
-    if (bt_share_init(&m->hp, 0, tp, &s) != BT_OK) /* a layout refused elsewhere: count it whole */
-        bt_share_init(&m->hp, 0, 1, &s);
+    if (bt_share_init(&m->hp, 0, tp, sum, &s) != BT_OK) /* a layout refused elsewhere: count it whole */
+        bt_share_init(&m->hp, 0, 1, false, &s);
     const double vocab_most = (double)bt_share_largest(s.vocab, s.size) / m->hp.n_vocab;
     memset(layer, 0, sizeof *layer * (size_t)m->hp.n_layer);
     *embed = *head = *every = 0;
@@ -1351,7 +1467,7 @@ void bt_model_memory_share(const bt_model_t *m, int tp, bool packed, bool read_i
 void bt_model_memory(const bt_model_t *m, bool packed, bool read_in, uint64_t *layer,
                      uint64_t *embed, uint64_t *head, uint64_t *every)
 {
-    bt_model_memory_share(m, 1, packed, read_in, layer, embed, head, every);
+    bt_model_memory_share(m, 1, false, packed, read_in, layer, embed, head, every);
 }
 
 void bt_model_free(bt_model_t *m)
@@ -1360,6 +1476,7 @@ void bt_model_free(bt_model_t *m)
         return;
     free(m->packed_copy);
     free(m->weights_copy);
+    free(m->slices_copy);
     free(m->layers);
     bt_gguf_close(m->gguf);
     free(m);

@@ -68,7 +68,14 @@ typedef struct bt_hparams {
  * query heads (with the kv heads they read: whole kv groups where T <=
  * n_head_kv, else a kv head shared by the ranks its group spans), output
  * features of attn_output and ffn_down, hidden units of a dense FFN,
- * experts, and rows of the output head. size 1: the whole model. */
+ * experts, and rows of the output head. size 1: the whole model.
+ *
+ * sum (--tp-comm allreduce, Megatron's scheme): attn_output and ffn_down
+ * are cut by their input columns instead (rank r: the columns of its
+ * heads, of its hidden units), so each rank's product is a partial sum of
+ * every output feature and the ranks add them; attn_output's bias stays
+ * whole. The hidden units then split at multiples of 256 where n_ff
+ * allows (a K-quant block), else of 32. */
 #define BT_TP_MAX 64
 
 typedef struct bt_share {
@@ -78,12 +85,15 @@ typedef struct bt_share {
     int ff[BT_TP_MAX + 1];
     int expert[BT_TP_MAX + 1];
     int vocab[BT_TP_MAX + 1];
+    bool sum; /* attn_output and ffn_down by input columns, partial sums added */
 } bt_share_t;
 
-/* The shares of rank `rank` of `size` tensor ranks. BT_ERR_ARG, with one
- * message giving the numbers, when size is outside 1..BT_TP_MAX or larger
- * than a dimension it splits (query heads, n_embd, n_ff, experts, vocab). */
-bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bt_share_t *out);
+/* The shares of rank `rank` of `size` tensor ranks, sum as above (false
+ * with one rank). BT_ERR_ARG, with one message giving the numbers, when
+ * size is outside 1..BT_TP_MAX or larger than a dimension it splits
+ * (query heads, n_embd, n_ff, experts, vocab). */
+bt_status_t bt_share_init(const bt_hparams_t *hp, int rank, int size, bool sum,
+                          bt_share_t *out);
 
 /* The kv heads [*kv0, *kv1) that rank r's query heads read. */
 void bt_share_kv(const bt_share_t *s, const bt_hparams_t *hp, int r, int *kv0, int *kv1);
@@ -151,6 +161,7 @@ typedef struct bt_model {
     uint64_t weight_bytes;   /* bytes of the tensors bound (each counted once) */
     void *weights_copy;      /* bound weights read into memory (--mmap 0), else NULL */
     void *packed_copy;       /* the packed copies, one block (bt_model_pack), or NULL */
+    void *slices_copy;       /* the column shares of a share.sum (bt_model_shard), or NULL */
     uint64_t packed_bytes;   /* bytes of the packed copies */
     uint32_t file_type;      /* general.file_type, or the type of most weights */
     bt_share_t share;        /* this rank's share of each layer (size 1: all of it) */
@@ -167,8 +178,12 @@ bt_status_t bt_model_bind(bt_model_t *m, int first, int last, bool with_embed, b
 /* Keeps only this tensor rank's share of every bound layer and of the
  * head (bt_share_t): matrices and their biases are narrowed to their rows,
  * expert tensors to the rank's experts; norms, routers and the embedding
- * table stay whole. Call once, after bt_model_bind and before
- * bt_model_place_weights, so nothing outside the share is read. The
+ * table stay whole. Under share->sum, attn_output and ffn_down keep their
+ * columns instead, copied out (slices_copy; the mapped pages they were
+ * read from are dropped): BT_ERR_ARG, with one message giving the numbers,
+ * where a share's columns do not fall on the weights' block boundaries.
+ * Call once, after bt_model_bind and before bt_model_place_weights, so
+ * nothing outside the share is read. The
  * embedding table is then bound only with with_embed (a tied head keeps
  * just its rows). */
 bt_status_t bt_model_shard(bt_model_t *m, const bt_share_t *share);
@@ -200,8 +215,9 @@ void bt_model_memory(const bt_model_t *m, bool packed, bool read_in, uint64_t *l
                      uint64_t *embed, uint64_t *head, uint64_t *every);
 
 /* The same for the largest share of any of tp tensor ranks (tp 1:
- * bt_model_memory): what one rank of a tensor-parallel stage holds. */
-void bt_model_memory_share(const bt_model_t *m, int tp, bool packed, bool read_in,
+ * bt_model_memory), sum as in bt_share_init: what one rank of a
+ * tensor-parallel stage holds. */
+void bt_model_memory_share(const bt_model_t *m, int tp, bool sum, bool packed, bool read_in,
                            uint64_t *layer, uint64_t *embed, uint64_t *head, uint64_t *every);
 
 /* bt_model_open + bt_model_bind. */

@@ -73,6 +73,7 @@ bt_status_t bt_run_opt(int c, const char *arg, bt_run_opts_t *o, bool *handled)
         break;
     case BT_RUN_OPT_SM: st = bt_parse_split_mode("-sm", arg, &o->split_tensor); break;
     case BT_RUN_OPT_TP: st = bt_parse_int("-tp", arg, 1, BT_TP_MAX, &o->tp); break;
+    case BT_RUN_OPT_TP_COMM: st = bt_parse_tp_comm("--tp-comm", arg, &o->tp_allreduce); break;
     case BT_RUN_OPT_TS:
         bt_run_opts_free(o);
         st = bt_parse_ratios("-ts", arg, &o->ratios, &o->n_ratios);

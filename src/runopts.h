@@ -26,6 +26,7 @@ typedef struct bt_run_opts {
     int pipeline_given;
     int split_tensor;    /* -sm tensor */
     int tp;              /* -tp: tensor ranks per stage; 0: not given */
+    int tp_allreduce;    /* --tp-comm allreduce (bt_parse_tp_comm) */
     double *ratios;      /* -ts (malloc'd; bt_run_opts_free) */
     int n_ratios;
     const bt_ops_t *ops; /* --kernels */
@@ -41,7 +42,7 @@ enum {
     BT_RUN_OPT_UB = 256, BT_RUN_OPT_PIPELINE, BT_RUN_OPT_TS, BT_RUN_OPT_SM, BT_RUN_OPT_TP,
     BT_RUN_OPT_REF, BT_RUN_OPT_KERNELS, BT_RUN_OPT_MMAP, BT_RUN_OPT_NO_MMAP, BT_RUN_OPT_KV_TYPE,
     BT_RUN_OPT_TEMP, BT_RUN_OPT_TOPK, BT_RUN_OPT_TOPP, BT_RUN_OPT_MINP, BT_RUN_OPT_PENALTY,
-    BT_RUN_OPT_LASTN, BT_RUN_OPT_GPU,
+    BT_RUN_OPT_LASTN, BT_RUN_OPT_GPU, BT_RUN_OPT_TP_COMM,
     BT_RUN_OPT_END, /* the programs' own options from here */
 };
 
@@ -57,6 +58,7 @@ enum {
         {"tensor-split", required_argument, 0, BT_RUN_OPT_TS},                                    \
         {"split-mode", required_argument, 0, BT_RUN_OPT_SM},                                      \
         {"tensor-parallel", required_argument, 0, BT_RUN_OPT_TP},                                 \
+        {"tp-comm", required_argument, 0, BT_RUN_OPT_TP_COMM},                                    \
         {"ref-kernels", no_argument, 0, BT_RUN_OPT_REF},                                          \
         {"kernels", required_argument, 0, BT_RUN_OPT_KERNELS},                                    \
         {"gpu", required_argument, 0, BT_RUN_OPT_GPU},                                            \

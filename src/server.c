@@ -100,8 +100,8 @@ static void usage(FILE *f)
             "                            the free slot whose cache holds the longest prefix of\n"
             "                            its prompt and computes only the rest; same bits)\n"
             "  layout, kernels and sampling defaults as baton's (baton --help): -ub, --pipeline,\n"
-            "  -ts, -sm, -tp, -t, --groups, --kernels, --kv-type, --mmap, --temp, --top-k,\n"
-            "  --top-p, --min-p, --repeat-penalty, --repeat-last-n, -s\n"
+            "  -ts, -sm, -tp, --tp-comm, -t, --groups, --kernels, --kv-type, --mmap, --temp,\n"
+            "  --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, -s\n"
             "  -v, --verbose             more logging (one line per request)\n"
             "  -h, --help                this text\n");
 }
@@ -1522,7 +1522,7 @@ static int run(MPI_Comm comm)
         .head_share = 0.5, .n_ctx = o->r.n_ctx, .n_slots = o->parallel, .max_tok = o->r.ubatch,
         .n_threads = o->r.threads, .ops = o->r.ops, .gpu = o->r.gpu, .gpu_given = o->r.gpu_given,
         .no_mmap = !o->r.mmap,
-        .kv_type = (uint32_t)o->r.kv_type, .tp = o->r.tp,
+        .kv_type = (uint32_t)o->r.kv_type, .tp = o->r.tp, .tp_allreduce = o->r.tp_allreduce,
     };
     bool piped = false;
     if (st == BT_OK) {

@@ -97,6 +97,7 @@ m="$tmp/tiny.gguf"
 "$mk" --shape tiny --n-layer 4 -o "$m" >/dev/null 2>&1
 "$mk" --shape tiny --n-layer 4 --seed 2 -o "$tmp/other.gguf" >/dev/null 2>&1
 "$mk" --shape tiny --n-layer 4 --n-head 2 --n-head-kv 1 -o "$tmp/heads2.gguf" >/dev/null 2>&1
+"$mk" --shape tiny --n-layer 4 --type q8_0 -o "$tmp/tinyq8.gguf" >/dev/null 2>&1
 # KV cache of 16M positions x 8 layers x 512 wide: about 500 GB per rank
 "$mk" --n-layer 8 --n-embd 512 --n-head 4 --n-head-kv 4 --type q8_0 -o "$tmp/wide.gguf" \
     >/dev/null 2>&1
@@ -276,6 +277,9 @@ fails 0 "nothing to run: every -p and -n is 0" "$bb" -m "$m" -p 0 -n 0
 fails 0 "-npl: 0 is out of range" "$bb" -m "$m" -npl 0
 fails 2 "--parallel: 4097 is out of range" "$bb" -m "$m" -p 8 -n 0 --parallel 1,4097
 fails 0 "--groups 2 applies only to tests with -npl above 1" "$bb" -m "$m" -p 8 --groups 2
+fails 0 "--tp-comm: 'sum' is not one of gather, allreduce" "$bb" -m "$m" -p 8 --tp-comm sum
+fails 0 "--tp-comm allreduce applies only to tests with tensor ranks" "$bb" -m "$m" -p 8 \
+    --tp-comm allreduce
 fails 0 "--temp must be >= 0" "$b" -m "$m" --tokens 1 --temp -1
 fails 0 "id 256 at index 1 is outside" "$b" -m "$m" --tokens 1,256
 fails 2 "id 300 at index 1 is outside" "$b" -m "$m" --tokens 1,300
@@ -481,6 +485,11 @@ fails 2 "-sm tensor with --pipeline 1: the 2 ranks form one stage" "$b" -m "$m" 
 fails 2 "-sm tensor makes all 2 ranks one stage of 2 tensor ranks, but -tp is 1" "$b" -m "$m" \
     --tokens 1,2 -sm tensor -tp 1
 fails 2 "-sm: 'rows' is not one of layer, tensor" "$b" -m "$m" --tokens 1 -sm rows
+fails 2 "--tp-comm: 'sum' is not one of gather, allreduce" "$b" -m "$m" --tokens 1 -sm tensor \
+    --tp-comm sum
+# allreduce cuts attn_output by the heads' columns: tiny's heads are 16 wide, Q8_0's blocks 32
+fails 3 "--tp-comm allreduce cuts blk.0.attn_output.weight by its columns at [0-9]+ and [0-9]+, but its type q8_0 stores blocks of 32" \
+    "$b" -m "$tmp/tinyq8.gguf" --tokens 1,2 -n 1 -sm tensor --tp-comm allreduce
 fails 4 "4 tensor ranks per stage, but the model has 2 query heads: each tensor rank needs at least one" \
     "$b" -m "$tmp/heads2.gguf" --tokens 1,2 -n 1 -sm tensor
 fails 2 "the model does not fit in memory \(layers 0-3\): it needs [0-9.]+ MiB for 2 tensor ranks' shares of the weights.*only 0.1 MiB" \
@@ -522,7 +531,7 @@ if timeout 60 "$bb" -m "$m" -p 8 -n 0 -r 1 -t 1 --hdf5 "$tmp/older.h5" >/dev/nul
     "$bin/tests/check_results" --set-version "$tmp/older.h5" 2 &&
     touch -d "2001-01-01 00:00:00.123456789" "$tmp/older.h5"; then
     sum=$(md5sum <"$tmp/older.h5") when=$(stat -c %y "$tmp/older.h5")
-    fails 2 "older.h5 is format version 2, older than version 7 that this build writes.*give --hdf5 a new file" \
+    fails 2 "older.h5 is format version 2, older than version 8 that this build writes.*give --hdf5 a new file" \
         "$bb" -m "$m" -p 8 -n 0 -r 1 --hdf5 "$tmp/older.h5"
     [ "$sum" = "$(md5sum <"$tmp/older.h5")" ] && [ "$when" = "$(stat -c %y "$tmp/older.h5")" ] &&
         ok "older-version HDF5 file left untouched (bytes and mtime)" ||

@@ -17,6 +17,10 @@
  *               sliding window of 8 that micro-batches cut across, experts
  *               in llama and qwen3moe, routed per row, gpt-oss: the golden
  *               files)
+ *   tensor:     -tp T for every T dividing the rank count: bitwise equal to
+ *               one process with gathers; with --tp-comm allreduce within
+ *               the golden tolerance, and bitwise equal across
+ *               micro-batches and pipeline modes for each T
  *   traffic:    every activation goes from rank s straight to rank s+1
  *   errors:     setup failures stop every rank with the same status
  *   linkprobe:  one measured link per neighbor pair, reported on rank 0,
@@ -29,6 +33,7 @@
  * MPI_Abort, so the job ends at once instead of at the launcher's timeout.
  */
 #include <check.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +219,80 @@ START_TEST(test_tensor_parallel)
                                                                NULL, 0, 1)),
                                   "%s on %d ranks with -tp %d, micro-batch %d, pipeline %d: not "
                                   "bitwise equal", r->path, size, T, ubs[i], mode);
+        }
+    }
+    tensor_ranks = 1;
+}
+END_TEST
+
+/* One run of r's prompt and decode with --tp-comm allreduce: the logits
+ * into rows on the rank that has them (*has_rows), the greedy ids into
+ * ids on the rank that has them (*has_ids). */
+static void allreduce_run(const refmodel_t *r, int ubatch, bt_pipe_mode_t mode, float *rows,
+                          int32_t *ids, int *has_rows, int *has_ids)
+{
+    bt_pipe_t p;
+    bt_pipe_config_t cfg = config(r->path, ubatch, NULL, 0);
+    cfg.tp_allreduce = 1;
+    ck_assert_int_eq(bt_pipe_init(&p, MPI_COMM_WORLD, &cfg), BT_OK);
+    collect_t c = {rows, r->n_vocab};
+    memset(rows, 0xff, sizeof(float) * (size_t)(N_PROMPT + N_GEN) * r->n_vocab); /* NaN */
+    ck_assert_int_eq(bt_pipe_prefill(&p, tokens, N_PROMPT, 0, ubatch, mode, collect_rows, &c, &ids[0]),
+                     BT_OK);
+    for (int i = 0; i < N_GEN; i++)
+        ck_assert_int_eq(bt_pipe_decode(&p, ids[i], N_PROMPT + i, collect_rows, &c, &ids[i + 1]),
+                         BT_OK);
+    *has_rows = p.last && !p.follower;
+    *has_ids = p.first && !p.follower;
+    bt_pipe_free(&p);
+}
+
+/* --tp-comm allreduce: partial sums added in rank order change the
+ * roundings, so every family's logits are held to the golden tolerance of
+ * one process's (1e-4; gemma3's 1e-2, tests/check_model.c) with the same
+ * greedy ids, and for each T they are bitwise the same for micro-batches
+ * 1, 5 and the whole prompt, pipeline 0 and 1 (each element is added on
+ * one rank in rank order, whatever the rows). */
+START_TEST(test_tensor_allreduce)
+{
+    static const int ubs[] = {1, 5};
+    for (int T = 2; T <= size; T++) {
+        if (size % T != 0)
+            continue;
+        tensor_ranks = T;
+        for (int m = -1; m < N_FAMILIES; m++) {
+            const refmodel_t *r = m < 0 ? &tiny : &family[m];
+            if (strstr(r->path, "deepseek") != NULL)
+                continue; /* MLA splits by layers only */
+            const size_t n = (size_t)(N_PROMPT + N_GEN) * r->n_vocab;
+            const double tol = strstr(r->path, "gemma3") != NULL ? 1e-2 : 1e-4;
+            float *base = malloc(n * sizeof(float)), *again = malloc(n * sizeof(float));
+            int32_t ids[N_GEN + 1], ids2[N_GEN + 1];
+            int has_rows, has_ids, ok = 1;
+            allreduce_run(r, N_PROMPT, BT_PIPE_GPIPE, base, ids, &has_rows, &has_ids);
+            double worst = 0.0;
+            for (size_t i = 0; has_rows && i < n; i++) {
+                const double d = fabs((double)base[i] - (double)r->rows[i]);
+                worst = d > worst || d != d ? d : worst;
+            }
+            ok = !(worst > tol) && worst == worst;
+            if (has_ids && memcmp(ids, r->ids, sizeof ids) != 0)
+                ok = 0;
+            ck_assert_msg(all_ok(ok), "%s, -tp %d of %d ranks, allreduce: logits %g from one "
+                          "process's (tolerance %g) or greedy ids differ", r->path, T, size,
+                          worst, tol);
+            for (size_t i = 0; i < sizeof ubs / sizeof ubs[0]; i++)
+                for (int mode = 0; mode <= 1; mode++) {
+                    allreduce_run(r, ubs[i], (bt_pipe_mode_t)mode, again, ids2, &has_rows,
+                                  &has_ids);
+                    ok = !(has_rows && memcmp(again, base, n * sizeof(float)) != 0) &&
+                         !(has_ids && memcmp(ids2, ids, sizeof ids) != 0);
+                    ck_assert_msg(all_ok(ok), "%s, -tp %d of %d ranks, allreduce, micro-batch "
+                                  "%d, pipeline %d: not bitwise equal to the whole prompt's",
+                                  r->path, T, size, ubs[i], mode);
+                }
+            free(again);
+            free(base);
         }
     }
     tensor_ranks = 1;
@@ -506,8 +585,10 @@ int main(int argc, char **argv)
     Suite *s = suite_create(size == 1 ? "pipeline (1 rank)" : "pipeline");
     TCase *tc = mpitest_tcase(s, "core", 300);
     tcase_add_test(tc, test_invariance);
-    if (size > 1)
+    if (size > 1) {
         tcase_add_test(tc, test_tensor_parallel);
+        tcase_add_test(tc, test_tensor_allreduce);
+    }
     if (size <= 4) /* the golden models' layers */
         tcase_add_test(tc, test_families);
     if (size <= N_LAYER)

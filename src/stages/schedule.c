@@ -118,10 +118,10 @@ static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t 
     const bt_hparams_t *hp = &p->model->hp;
     bt_stage_costs_t c = stage_costs(hp, cfg->head_share, layer_cost);
     uint64_t every;
-    bt_model_memory_share(p->model, p->tp_size, p->ops == &bt_ops_cpu, cfg->no_mmap,
+    bt_model_memory_share(p->model, p->tp_size, cfg->tp_allreduce, p->ops == &bt_ops_cpu, cfg->no_mmap,
                           layer_bytes, &c.embed_bytes, &c.head_bytes, &every);
     bt_share_t sh; /* bt_pipe_init checked that it splits the model */
-    bt_share_init(hp, 0, p->tp_size, &sh);
+    bt_share_init(hp, 0, p->tp_size, cfg->tp_allreduce, &sh);
     int kv_heads = 0; /* the largest share of the cache */
     for (int r = 0, kv0, kv1; r < p->tp_size; r++) {
         bt_share_kv(&sh, hp, r, &kv0, &kv1);
@@ -136,7 +136,7 @@ static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t 
     c.head_bytes += (uint64_t)p->logit_rows * (uint64_t)hp->n_vocab * sizeof(float);
     const uint64_t msg = bt_act_bytes(cfg->max_tok, hp->n_embd);
     /* the gathers' buffers, and the logits of a last stage's vocabulary share */
-    c.rank_bytes = (every + bt_tensor_bytes(hp, p->tp_size, cfg->max_tok, p->logit_rows,
+    c.rank_bytes = (every + bt_tensor_bytes(hp, p->tp_size, cfg->tp_allreduce, cfg->max_tok, p->logit_rows,
                                             bt_share_largest(sh.vocab, sh.size)) +
                     bt_forward_buffer_bytes(hp, n_ctx, p->n_slots, cfg->max_tok, cfg->n_threads) +
                     BT_TRANSPORT_SLOTS * ((msg + 63) / 64 * 64) +
@@ -218,6 +218,11 @@ static void log_shares(const bt_pipe_t *p, const bt_share_t *s)
     bt_log_debug("tensor ranks: kv heads %s of %d (%s)", kv, hp->n_head_kv,
                  bt_share_whole_groups(s, hp) ? "whole groups"
                                               : "a group shared by ranks: its kv head on each");
+    bt_log_debug("tensor ranks: %s", s->sum ? "--tp-comm allreduce: attn_output and ffn_down by "
+                                              "input columns, partial sums added (golden "
+                                              "tolerances, not one rank's bits)"
+                                            : "--tp-comm gather: whole outputs gathered (one "
+                                              "rank's bits)");
 }
 
 /* Rank 0 splits the layers by compute within every node's memory and
@@ -400,7 +405,7 @@ bt_status_t bt_pipe_init(bt_pipe_t *p, MPI_Comm comm, const bt_pipe_config_t *cf
         goto fail;
     bt_share_t share;
     if ((st = bt_transport_agree(comm, bt_share_init(&p->model->hp, p->tp_rank, p->tp_size,
-                                                     &share))))
+                                                     cfg->tp_allreduce, &share))))
         goto fail;
     if (p->tp_size > 1 && p->world_rank == 0)
         log_shares(p, &share);

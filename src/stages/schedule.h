@@ -69,6 +69,9 @@ typedef struct bt_pipe_config {
     int n_slots;          /* sequences the KV cache holds (--parallel; 0: 1), n_ctx each */
     int tp;               /* tensor ranks per stage (-tp; 0 or 1: none): the communicator's
                            * size must be a multiple; stage s is ranks s*tp .. s*tp + tp - 1 */
+    int tp_allreduce;     /* --tp-comm allreduce (1): tensor ranks add partial sums of the
+                           * attention output and down projections instead of gathering
+                           * whole outputs (bt_parse_tp_comm); 0: gathers, one rank's bits */
 } bt_pipe_config_t;
 
 /* Called on the last stage with logits rows [n_rows, n_vocab] for the

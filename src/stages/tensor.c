@@ -66,26 +66,71 @@ static bt_status_t gather_runs(void *ctx, float *buf, const int *at, int unit)
     return BT_OK;
 }
 
+/* The share's sum (bt_gather_t.sum). Two ranks: each gets the other's n
+ * floats (MPI_Allgather) and adds the two. More: the n floats are cut into
+ * one piece per rank; rank r gets every rank's piece r (MPI_Alltoallv),
+ * adds them, and the sums are gathered (MPI_Allgatherv): a ring
+ * all-reduce's 2 (T - 1) / T n floats a rank instead of (T - 1) n. Either
+ * way each element is added on one rank, in rank order, so every rank
+ * holds the same bits, whatever the number of rows. */
+static bt_status_t sum_ranks(void *ctx, float *out, const float *mine, int n)
+{
+    bt_tensor_t *t = ctx;
+    const double tr0 = bt_trace_now(t->trace);
+    const int T = t->size;
+    int lo = 0, len = n; /* the piece this rank adds */
+    if (T == 2) {
+        BT_MPI_CHECK(MPI_Allgather(mine, n, MPI_FLOAT, t->staging, n, MPI_FLOAT, t->comm));
+    } else {
+        for (int r = 0; r < T; r++) {
+            t->displs[r] = (int)((int64_t)n * r / T);
+            t->counts[r] = (int)((int64_t)n * (r + 1) / T) - t->displs[r];
+        }
+        lo = t->displs[t->rank], len = t->counts[t->rank];
+        for (int r = 0; r < T; r++) { /* receive: every rank's piece `rank`, rank by rank */
+            t->rcounts[r] = len;
+            t->rdispls[r] = r * len;
+        }
+        BT_MPI_CHECK(MPI_Alltoallv(mine, t->counts, t->displs, MPI_FLOAT, t->staging, t->rcounts,
+                                   t->rdispls, MPI_FLOAT, t->comm));
+    }
+    const size_t stride = T == 2 ? (size_t)n : (size_t)len; /* rank r's floats at r * stride */
+    const float *from = t->staging + (T == 2 ? (size_t)lo : 0);
+    for (int i = 0; i < len; i++) {
+        float v = from[i];
+        for (int r = 1; r < T; r++)
+            v += from[(size_t)r * stride + i];
+        out[lo + i] = v;
+    }
+    if (T > 2)
+        BT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, t->counts, t->displs,
+                                    MPI_FLOAT, t->comm));
+    count(t, tr0, T == 2 ? (size_t)n : 2 * ((size_t)n - (size_t)len));
+    return BT_OK;
+}
+
 /* ---- setup ---- */
 
 /* Floats of a gather's staging: the widest gathered row (the heads'
  * outputs, n_embd features or n_ff hidden units) for max_tok rows. */
-static size_t staging_floats(const bt_hparams_t *hp, int max_tok)
+static size_t staging_floats(const bt_hparams_t *hp, int tp, bool sum, int max_tok)
 {
+    if (sum) /* every rank's n_embd partial sums (two ranks), or pieces of them */
+        return (size_t)max_tok * (size_t)hp->n_embd * (tp == 2 ? 2 : 1) + (size_t)tp;
     size_t widest = (size_t)hp->n_head * hp->head_dim;
     widest = (size_t)hp->n_embd > widest ? (size_t)hp->n_embd : widest;
     widest = (size_t)hp->n_ff > widest ? (size_t)hp->n_ff : widest;
     return (size_t)max_tok * widest;
 }
 
-size_t bt_tensor_bytes(const bt_hparams_t *hp, int tp, int max_tok, int logit_rows,
+size_t bt_tensor_bytes(const bt_hparams_t *hp, int tp, bool sum, int max_tok, int logit_rows,
                        int vocab_share)
 {
     if (tp <= 1)
         return 0;
-    return (staging_floats(hp, max_tok) + (size_t)max_tok * hp->n_embd +
+    return (staging_floats(hp, tp, sum, max_tok) + (size_t)max_tok * hp->n_embd +
             (size_t)logit_rows * vocab_share) * sizeof(float) +
-           (size_t)max_tok * sizeof(bt_row_t) + 2 * (size_t)tp * sizeof(int);
+           (size_t)max_tok * sizeof(bt_row_t) + 4 * (size_t)tp * sizeof(int);
 }
 
 bt_status_t bt_tensor_init(bt_tensor_t *t, MPI_Comm comm, bt_forward_t *f, int logit_rows,
@@ -100,23 +145,26 @@ bt_status_t bt_tensor_init(bt_tensor_t *t, MPI_Comm comm, bt_forward_t *f, int l
     MPI_Comm_rank(comm, &t->rank);
     MPI_Comm_size(comm, &t->size);
     const size_t mt = (size_t)f->max_tok;
-    t->staging = malloc(staging_floats(hp, f->max_tok) * sizeof(float));
+    const bool sum = m->share.sum;
+    t->staging = malloc(staging_floats(hp, t->size, sum, f->max_tok) * sizeof(float));
     t->x = malloc(mt * (size_t)hp->n_embd * sizeof(float));
     t->rows = malloc(mt * sizeof *t->rows);
     t->counts = malloc((size_t)t->size * sizeof(int));
     t->displs = malloc((size_t)t->size * sizeof(int));
+    t->rcounts = malloc((size_t)t->size * sizeof(int));
+    t->rdispls = malloc((size_t)t->size * sizeof(int));
     t->logit_rows = logit_rows;
     if (logit_rows > 0)
         t->logits = malloc((size_t)logit_rows * (size_t)m->output.n_out * sizeof(float));
-    if (!t->staging || !t->x || !t->rows || !t->counts || !t->displs ||
+    if (!t->staging || !t->x || !t->rows || !t->counts || !t->displs || !t->rcounts || !t->rdispls ||
         (logit_rows > 0 && !t->logits)) {
         bt_log_error("tensor parallelism: cannot allocate the gather buffers (%zu bytes)",
-                     bt_tensor_bytes(hp, t->size, f->max_tok, logit_rows,
+                     bt_tensor_bytes(hp, t->size, sum, f->max_tok, logit_rows,
                                      (int)m->output.n_out));
         bt_tensor_free(t);
         return BT_ERR_NOMEM;
     }
-    const bt_gather_t g = {gather_cols, gather_runs, t};
+    const bt_gather_t g = {gather_cols, gather_runs, sum_ranks, t};
     bt_forward_set_gather(f, &g);
     return BT_OK;
 }
@@ -124,6 +172,8 @@ bt_status_t bt_tensor_init(bt_tensor_t *t, MPI_Comm comm, bt_forward_t *f, int l
 void bt_tensor_free(bt_tensor_t *t)
 {
     free(t->logits);
+    free(t->rdispls);
+    free(t->rcounts);
     free(t->displs);
     free(t->counts);
     free(t->rows);

@@ -17,6 +17,9 @@
  *
  * Every output element is reduced whole on one rank in its usual order,
  * so a tensor-parallel stage gives the bits of one rank (invariant 1).
+ * Under --tp-comm allreduce (bt_share_t.sum) attn_output and ffn_down give
+ * partial sums instead, added in rank order (bt_gather_t.sum): the bits of
+ * this T for any rows, micro-batches and threads, not those of one rank.
  */
 #ifndef BT_STAGES_TENSOR_H
 #define BT_STAGES_TENSOR_H
@@ -39,6 +42,7 @@ typedef struct bt_tensor {
     int logit_rows;
     float *staging;       /* [max_tok, max gathered width] */
     int *counts, *displs; /* [size] of one gather */
+    int *rcounts, *rdispls; /* [size] what a sum's MPI_Alltoallv receives */
     bt_trace_t *trace;    /* may be NULL */
     int mb;               /* the micro-batch index recorded with gathers */
     /* counters (reset with the trace): gathers and the floats this rank
@@ -56,7 +60,7 @@ bt_status_t bt_tensor_init(bt_tensor_t *t, MPI_Comm comm, bt_forward_t *f, int l
 /* The bytes bt_tensor_init allocates on a rank of a stage of tp > 1 ranks
  * (0 for tp 1), for micro-batches of max_tok rows, the last stage's
  * logit_rows rows of logits (0 elsewhere) over vocab_share vocabulary rows. */
-size_t bt_tensor_bytes(const bt_hparams_t *hp, int tp, int max_tok, int logit_rows,
+size_t bt_tensor_bytes(const bt_hparams_t *hp, int tp, bool sum, int max_tok, int logit_rows,
                        int vocab_share);
 void bt_tensor_free(bt_tensor_t *t);
 
