@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "kernels.h"
 #include "parallel.h"
 #include "params.h"
@@ -333,6 +334,7 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
         .no_sampling = true,
         .trace_events = (int)events,
         .tp = test_tp(t, b->size),
+        .tp_allreduce = t->tp_comm,
     };
     bt_pipe_t p;
     bt_status_t st = bt_pipe_init(&p, b->comm, &cfg);
@@ -377,9 +379,9 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     bt_pipe_trace_start(&p);
     const bt_expert_count_t before = p.fwd->counted;
     if (prm->verbose && b->rank == 0 && st == BT_OK) /* progress: the measured part begins */
-        bt_log_info("test %d (%s, -ub %d, -sm %s, -tp %d, pipeline %d, -npl %d): %d repetitions",
-                    index, row->test, t->ubatch, row->split_mode, row->tp, t->pipeline,
-                    t->parallel, reps);
+        bt_log_info("test %d (%s, -ub %d, -sm %s, -tp %d, --tp-comm %s, pipeline %d, -npl %d): "
+                    "%d repetitions", index, row->test, t->ubatch, row->split_mode, row->tp,
+                    row->tp_comm, t->pipeline, t->parallel, reps);
     for (int r = 0; r < reps && st == BT_OK; r++) {
         MPI_Barrier(b->comm);
         double t0 = bt_now();
@@ -412,14 +414,16 @@ static bt_status_t run_test(bench_t *b, const bt_bench_test_t *t, int index, bt_
     MPI_Gather(times, 5, MPI_DOUBLE, all_times, 5, MPI_DOUBLE, 0, b->comm);
     if (prm->trace_dir != NULL) {
         char path[1024];
-        /* P = 1 and -sm layer -tp 1 keep the names of before */
-        char npl[24] = "", layout[24] = "";
+        /* P = 1, -sm layer -tp 1 and gathers keep the names of before */
+        char npl[24] = "", layout[32] = "";
         if (t->parallel > 1)
             snprintf(npl, sizeof npl, "-npl%d", t->parallel);
         if (t->split_mode == BT_SPLIT_MODE_TENSOR)
             snprintf(layout, sizeof layout, "-tensor");
         else if (row->tp > 1)
             snprintf(layout, sizeof layout, "-tp%d", row->tp);
+        if (t->tp_comm)
+            snprintf(layout + strlen(layout), sizeof layout - strlen(layout), "-allreduce");
         snprintf(path, sizeof path, "%s/test-%03d-%s-pipeline%d-ub%d%s%s.json", prm->trace_dir,
                  index, row->test, t->pipeline, t->ubatch, layout, npl);
         st = bt_pipe_trace_report(&p, path, n_mb, prm->verbose);
@@ -471,6 +475,7 @@ static void row_init(bt_bench_row_t *row, const bench_t *b, const bt_bench_test_
     };
     bt_bench_test_name(t, row->test, sizeof row->test);
     snprintf(row->split_mode, sizeof row->split_mode, "%s", bt_split_mode_name(t->split_mode));
+    snprintf(row->tp_comm, sizeof row->tp_comm, "%s", bt_tp_comm_name(t->tp_comm));
     snprintf(row->build_commit, sizeof row->build_commit, "%s", b->run.build_commit);
     snprintf(row->cpu_info, sizeof row->cpu_info, "%s", b->run.cpu_info);
     /* CPU and the kernels' instruction set (the scalar reference: "ref";
@@ -520,7 +525,8 @@ static bool same_config(const bt_bench_test_t *a, const bt_bench_test_t *b)
 {
     return a->model == b->model && a->split == b->split && a->threads == b->threads &&
            a->batch == b->batch && a->ubatch == b->ubatch && a->split_mode == b->split_mode &&
-           a->tp == b->tp && a->pipeline == b->pipeline && a->parallel == b->parallel;
+           a->tp == b->tp && a->tp_comm == b->tp_comm && a->pipeline == b->pipeline &&
+           a->parallel == b->parallel;
 }
 
 /* Rank 0: one line for the skipped tests tests[i..] of one configuration,

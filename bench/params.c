@@ -12,9 +12,9 @@
 
 /* ---- lists ---- */
 
-/* -p, -n, -b, -ub, -t, --pipeline, -npl, -tp, -sm (bt_bench_params_t's int
- * lists; -sm holds bt_split_mode_t values) */
-enum { BT_N_LISTS = 9, BT_LIST_PIPELINE = 5, BT_LIST_SPLIT_MODE = 8 };
+/* -p, -n, -b, -ub, -t, --pipeline, -npl, -tp, -sm, --tp-comm (bt_bench_params_t's
+ * int lists; -sm holds bt_split_mode_t values, --tp-comm bt_parse_tp_comm's) */
+enum { BT_N_LISTS = 10, BT_LIST_PIPELINE = 5, BT_LIST_SPLIT_MODE = 8, BT_LIST_TP_COMM = 9 };
 
 const char *bt_split_mode_name(int mode)
 {
@@ -94,6 +94,16 @@ static bt_status_t parse_mode_item(const char *flag, const char *item, long min,
     return st == BT_OK ? push(l, cap, mode) : st;
 }
 
+/* A --tp-comm name as an item of a list; min and max unused. */
+static bt_status_t parse_tp_comm_item(const char *flag, const char *item, long min, long max,
+                                      bt_int_list_t *l, int *cap)
+{
+    (void)min, (void)max;
+    int allreduce;
+    bt_status_t st = bt_parse_tp_comm(flag, item, &allreduce);
+    return st == BT_OK ? push(l, cap, allreduce) : st;
+}
+
 typedef bt_status_t (*item_fn)(const char *flag, const char *item, long min, long max,
                                bt_int_list_t *l, int *cap);
 
@@ -138,6 +148,13 @@ static bt_status_t parse_split_modes(const char *flag, const char *s, bt_int_lis
     return parse_items(flag, s, parse_mode_item, 0, 0, out);
 }
 
+/* --tp-comm gather,allreduce: names, as bt_parse_tp_comm takes them, into
+ * out (replaced only on success). */
+static bt_status_t parse_tp_comms(const char *flag, const char *s, bt_int_list_t *out)
+{
+    return parse_items(flag, s, parse_tp_comm_item, 0, 0, out);
+}
+
 void bt_int_list_free(bt_int_list_t *l)
 {
     free(l->v);
@@ -170,6 +187,9 @@ void bt_bench_usage(FILE *f)
             "  -tp, --tensor-parallel LIST\n"
             "                            -sm layer: T tensor ranks per stage, np = stages x T\n"
             "                            (default 1)\n"
+            "      --tp-comm LIST        how a stage's tensor ranks combine their shares:\n"
+            "                            gather (default; one rank's bits) or allreduce\n"
+            "                            (partial sums added); -tp 1 tests run once, gather\n"
             "  -npl, --parallel LIST     sequences at once, each running the whole test;\n"
             "                            t/s counts all of them (default 1)\n"
             "      --groups N            -npl > 1 with pipeline 1: decode groups, micro-batches\n"
@@ -319,6 +339,19 @@ static bt_status_t check_something_to_run(const bt_bench_params_t *p)
                      "skipped (one stage has nothing to pipeline): give --pipeline 0 or -sm layer");
         return BT_ERR_ARG;
     }
+    /* allreduce on no tensor ranks would run as gather: a mistake in the flags */
+    bool allreduce = false, tensor_ranks = false;
+    for (int i = 0; i < p->tp_comm.n; i++)
+        allreduce |= p->tp_comm.v[i] == 1;
+    for (int i = 0; i < p->split_mode.n; i++)
+        tensor_ranks |= p->split_mode.v[i] == BT_SPLIT_MODE_TENSOR;
+    for (int i = 0; i < p->tp.n; i++)
+        tensor_ranks |= p->tp.v[i] > 1;
+    if (allreduce && !tensor_ranks) {
+        bt_log_error("--tp-comm allreduce applies only to tests with tensor ranks (-tp above 1 "
+                     "or -sm tensor), and every test is -sm layer -tp 1");
+        return BT_ERR_ARG;
+    }
     int max_npl = 1;
     for (int i = 0; i < p->parallel.n; i++)
         max_npl = p->parallel.v[i] > max_npl ? p->parallel.v[i] : max_npl;
@@ -342,6 +375,7 @@ static void param_lists(bt_bench_params_t *p, bt_int_list_t *lists[BT_N_LISTS])
     lists[6] = &p->parallel;
     lists[7] = &p->tp;
     lists[8] = &p->split_mode;
+    lists[9] = &p->tp_comm;
 }
 
 bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
@@ -384,7 +418,7 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
                 "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-b", "--batch-size",
                 "-ub", "--ubatch-size", "-t", "--threads", "-ts", "--tensor-split", "--pipeline",
                 "-npl", "--parallel", "--groups", "-sm", "--split-mode", "-tp",
-                "--tensor-parallel",
+                "--tensor-parallel", "--tp-comm",
                 "-r", "--repetitions", "--delay", "--ops", "--kv-type", "-mmp", "--mmap", "-o",
                 "--output", "--hdf5",
                 "--trace-dir",
@@ -415,6 +449,9 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             lists_set[BT_LIST_SPLIT_MODE] = true;
         } else if (!strcmp(a, "-tp") || !strcmp(a, "--tensor-parallel")) {
             li = 7, max = BT_TP_MAX;
+        } else if (!strcmp(a, "--tp-comm")) {
+            st = parse_tp_comms(a, val, &p->tp_comm);
+            lists_set[BT_LIST_TP_COMM] = true;
         } else if (!strcmp(a, "-npl") || !strcmp(a, "--parallel")) {
             li = 6, max = BT_MAX_PARALLEL;
         } else if (!strcmp(a, "--groups")) {
@@ -481,7 +518,7 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
     }
     /* defaults for the lists not given (llama-bench's) */
     static const char *const defaults[BT_N_LISTS] = {"512", "128", "2048", "512", NULL,
-                                                     "1",   "1",   "1",    "0"};
+                                                     "1",   "1",   "1",    "0",   "0"};
     char threads[32];
     if (p->kernels && default_threads > 1) /* the kernels: one thread and all */
         snprintf(threads, sizeof threads, "1,%d", default_threads);
@@ -565,7 +602,8 @@ bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, 
     per += (size_t)p->n_pg;
     size_t cap = per * (size_t)p->n_models * (size_t)p->n_splits * (size_t)p->threads.n *
                  (size_t)p->batch.n * (size_t)p->ubatch.n * (size_t)p->split_mode.n *
-                 (size_t)p->tp.n * (size_t)p->pipeline.n * (size_t)p->parallel.n;
+                 (size_t)p->tp.n * (size_t)p->tp_comm.n * (size_t)p->pipeline.n *
+                 (size_t)p->parallel.n;
     bt_bench_test_t *t = malloc(sizeof *t * (cap ? cap : 1));
     if (t == NULL)
         return BT_ERR_NOMEM;
@@ -577,10 +615,13 @@ bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, 
     for (int ui = 0; ui < p->ubatch.n; ui++)
     for (int mo = 0; mo < p->split_mode.n; mo++)
     for (int xi = 0; xi < p->tp.n; xi++)
+    for (int ci = 0; ci < p->tp_comm.n; ci++)
     for (int pi = 0; pi < p->pipeline.n; pi++)
     for (int ni = 0; ni < p->parallel.n; ni++) {
         const bool tensor = p->split_mode.v[mo] == BT_SPLIT_MODE_TENSOR;
-        if (p->ubatch.v[ui] > p->batch.v[bi] || (tensor && xi > 0))
+        /* one rank a stage combines nothing: once, whatever --tp-comm says */
+        const bool one_rank = !tensor && p->tp.v[xi] <= 1;
+        if (p->ubatch.v[ui] > p->batch.v[bi] || (tensor && xi > 0) || (one_rank && ci > 0))
             continue;
         bt_bench_test_t base = {
             .model = p->models[mi],
@@ -590,6 +631,7 @@ bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, 
             .ubatch = p->ubatch.v[ui],
             .split_mode = p->split_mode.v[mo],
             .tp = tensor ? 0 : p->tp.v[xi],
+            .tp_comm = one_rank ? 0 : p->tp_comm.v[ci],
             /* one stage: the default pipeline mode is moot, the synchronous one runs */
             .pipeline = tensor && !p->pipeline_given ? 0 : p->pipeline.v[pi],
             .parallel = p->parallel.v[ni],

@@ -60,6 +60,8 @@ typedef struct bt_bench_params {
     bt_int_list_t split_mode; /* -sm/--split-mode: bt_split_mode_t values (default layer) */
     bt_int_list_t tp;       /* -tp/--tensor-parallel: tensor ranks per stage of the layer
                              * tests (default 1) */
+    bt_int_list_t tp_comm;  /* --tp-comm: how tensor ranks combine their shares,
+                             * bt_parse_tp_comm's values (default gather) */
     int groups;             /* --groups: decode groups when P > 1, pipeline 1 (0: automatic) */
     int (*pg)[2]; /* -pg pairs */
     int n_pg;
@@ -98,6 +100,7 @@ typedef struct bt_bench_test {
     int threads, batch, ubatch;
     int split_mode; /* bt_split_mode_t */
     int tp;         /* layer: tensor ranks per stage (-tp); tensor: 0, all ranks of the run */
+    int tp_comm;    /* --tp-comm: 1 allreduce, 0 gather (always for -sm layer -tp 1) */
     int pipeline;   /* a tensor test's is 0 when --pipeline was not given (one stage) */
     int parallel; /* P sequences, each running the whole test */
     bt_test_kind_t kind;
@@ -121,13 +124,14 @@ void bt_bench_params_free(bt_bench_params_t *p);
 void bt_bench_usage(FILE *f);
 
 /* The tests in run order: models outermost, then split, threads, batch,
- * micro-batch, split mode, -tp, pipeline, parallel; within those pp tests,
- * tg tests, pg tests. Combinations with ubatch > batch are skipped. A
- * tensor test is made once per other combination, not once per -tp value
- * (its tp is 0: all ranks), and with pipeline 0 when --pipeline was not
- * given; a tensor test with pipeline 1 (--pipeline 1 given) stays in the
- * list: the caller skips it (one stage has nothing to pipeline). *tests is
- * malloc'd. */
+ * micro-batch, split mode, -tp, --tp-comm, pipeline, parallel; within those
+ * pp tests, tg tests, pg tests. Combinations with ubatch > batch are
+ * skipped. A tensor test is made once per other combination, not once per
+ * -tp value (its tp is 0: all ranks), and with pipeline 0 when --pipeline
+ * was not given; a tensor test with pipeline 1 (--pipeline 1 given) stays
+ * in the list: the caller skips it (one stage has nothing to pipeline). A
+ * layer test of -tp 1 has no tensor ranks to combine: it is made once, not
+ * once per --tp-comm value, with tp_comm 0. *tests is malloc'd. */
 bt_status_t bt_bench_tests(const bt_bench_params_t *p, bt_bench_test_t **tests, int *n);
 
 /* "pp512", "tg128", "pp512+tg128" */

@@ -45,9 +45,9 @@ static void md_params(char *buf, size_t n, uint64_t params)
 static void md_begin(FILE *f)
 {
     fprintf(f, "| model | size | params | backend | threads | ranks | split | pipeline | sm | "
-               "tp | ub | parallel | test | t/s |\n");
-    fprintf(f, "| --- | ---: | ---: | --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: "
-               "| ---: | ---: |\n");
+               "tp | tp comm | ub | parallel | test | t/s |\n");
+    fprintf(f, "| --- | ---: | ---: | --- | ---: | ---: | --- | ---: | --- | ---: | --- | ---: "
+               "| ---: | ---: | ---: |\n");
 }
 
 static void md_row(FILE *f, const bt_bench_row_t *r)
@@ -55,11 +55,11 @@ static void md_row(FILE *f, const bt_bench_row_t *r)
     char size[32], params[32];
     md_size(size, sizeof size, r->model_size);
     md_params(params, sizeof params, r->model_n_params);
-    fprintf(f, "| %s | %s | %s | %s | %d | %d | %s | %d | %s | %d | %d | %d | %s | "
+    fprintf(f, "| %s | %s | %s | %s | %d | %d | %s | %d | %s | %d | %s | %d | %d | %s | "
                "%.2f ± %.2f |\n",
             r->model_type, size, params, r->backend, r->n_threads, r->n_ranks, r->layer_split,
-            r->pipeline, r->split_mode, r->tp, r->n_ubatch, r->n_parallel, r->test, r->avg_ts,
-            r->stddev_ts);
+            r->pipeline, r->split_mode, r->tp, r->tp_comm, r->n_ubatch, r->n_parallel, r->test,
+            r->avg_ts, r->stddev_ts);
 }
 
 /* ---- csv / json ---- */
@@ -117,8 +117,9 @@ static const field_t fields[] = {
     FIELD(stddev_ns, F_NS),        FIELD(avg_ts, F_DBL),         FIELD(stddev_ts, F_DBL),
     FIELD(samples_ns, F_NS_ARR),   FIELD(samples_ts, F_TS_ARR),  FIELD(n_ranks, F_INT),
     FIELD(pipeline, F_INT),        FIELD(split_mode, F_STR),     FIELD(tp, F_INT),
-    FIELD(n_parallel, F_INT),      FIELD(layer_split, F_STR),    FIELD(tensor_split, F_STR),
-    FIELD(hosts, F_STR),           FIELD(expert_rows, F_DBL),    FIELD(expert_count, F_DBL),
+    FIELD(tp_comm, F_STR),         FIELD(n_parallel, F_INT),     FIELD(layer_split, F_STR),
+    FIELD(tensor_split, F_STR),    FIELD(hosts, F_STR),          FIELD(expert_rows, F_DBL),
+    FIELD(expert_count, F_DBL),
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
 

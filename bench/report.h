@@ -29,6 +29,7 @@ typedef struct bt_bench_row {
     int n_ranks, pipeline;    /* n_ranks: every rank of the run (np) */
     char split_mode[8];       /* -sm: "layer" or "tensor" */
     int tp;                   /* tensor ranks per stage: -tp for layer, n_ranks for tensor */
+    char tp_comm[16];         /* --tp-comm: "gather" or "allreduce" (bt_tp_comm_name) */
     /* tp > 1: a gather between the first stage's ranks, probed before the
      * test (bt_pipe_probe_gathers; 0 otherwise) */
     double gather_latency_us, gather_bandwidth_MBps;

@@ -119,6 +119,7 @@ static hid_t result_type(void)
     INSERT(t, h5_result_t, pipeline, H5T_NATIVE_INT32);
     INSERT_STR(t, h5_result_t, split_mode);
     INSERT(t, h5_result_t, tp, H5T_NATIVE_INT32);
+    INSERT_STR(t, h5_result_t, tp_comm);
     INSERT(t, h5_result_t, n_parallel, H5T_NATIVE_INT32);
     INSERT(t, h5_result_t, reps, H5T_NATIVE_INT32);
     INSERT_STR(t, h5_result_t, layer_split);
@@ -323,7 +324,8 @@ static bt_status_t check_version(hid_t f, const char *path)
         bt_log_error("hdf5: %s is format version %d, older than version %d that this build "
                      "writes (%s); refusing to use it: give --hdf5 a new file", path, version,
                      BT_H5_FORMAT_VERSION,
-                     version == 6   ? "it lacks the experts' fields of /results and /profile"
+                     version == 7   ? "it lacks tp_comm in /results"
+                     : version == 6 ? "it lacks the experts' fields of /results and /profile"
                      : version == 5 ? "its readers would misread the profile rows it would get"
                                     : "it lacks fields such as split_mode, tp or n_parallel");
     else
@@ -525,6 +527,7 @@ bt_status_t bt_h5_append(const char *path, int64_t run_id, const bt_bench_row_t 
     COPY(model_type);
     COPY(backend);
     COPY(split_mode);
+    COPY(tp_comm);
     COPY(layer_split);
     COPY(tensor_split);
 #undef COPY
@@ -602,16 +605,16 @@ bt_status_t bt_h5_append_profile(const char *path, const bt_profile_row_t *rows,
     return close_file(f, path, st);
 }
 
-/* Whether a file of this version lacks field name: the fields versions 5
- * and 7 added (an older dataset lacks them and only them). */
+/* Whether a file of this version lacks field name: the fields versions 5,
+ * 7 and 8 added (an older dataset lacks them and only them). */
 static bool added_after(const char *name, int version)
 {
     static const struct {
         const char *name;
         int since;
-    } added[] = {{"split_mode", 5},  {"tp", 5},           {"gather_s", 5},
-                 {"expert_rows", 7}, {"expert_count", 7}, {"experts", 7},
-                 {"expert_spread", 7}};
+    } added[] = {{"split_mode", 5},    {"tp", 5},           {"gather_s", 5},
+                 {"expert_rows", 7},   {"expert_count", 7}, {"experts", 7},
+                 {"expert_spread", 7}, {"tp_comm", 8}};
     for (size_t i = 0; i < sizeof added / sizeof added[0]; i++)
         if (!strcmp(name, added[i].name))
             return version < added[i].since;
@@ -721,8 +724,10 @@ bt_status_t bt_h5_read_profile(const char *path, bt_profile_row_t **rows, int *n
 
 bt_status_t bt_h5_read_results(const char *path, bt_h5_result_t **rows, int *n)
 {
-    static const bt_h5_result_t v4 = {.split_mode = "layer", .tp = 1}; /* what version 4 ran */
-    return read_rows(path, D_RESULTS, sizeof **rows, &v4, (void **)rows, n);
+    /* what the versions that lack them ran: version 4 one rank a stage,
+     * versions 4 to 7 gathers */
+    static const bt_h5_result_t older = {.split_mode = "layer", .tp = 1, .tp_comm = "gather"};
+    return read_rows(path, D_RESULTS, sizeof **rows, &older, (void **)rows, n);
 }
 
 bt_status_t bt_h5_read_links(const char *path, bt_h5_link_t **rows, int *n)

@@ -2,13 +2,14 @@
  * results_h5.h: baton-bench results in an HDF5 file (rank 0 only; the only
  * place besides tests that includes hdf5.h).
  *
- * Layout (format "baton-bench results", version 6), every dataset 1-D,
+ * Layout (format "baton-bench results", version 8), every dataset 1-D,
  * chunked and extendible, of a compound type:
  *   /runs         one row per invocation: provenance (command line, build
  *                 commit, configure options, MPI library, CPU, Slurm job id,
  *                 rank->host map, start time)
  *   /results      one row per test, with its run_id, n_parallel, split_mode
- *                 ("layer" or "tensor") and tp (tensor ranks per stage)
+ *                 ("layer" or "tensor"), tp (tensor ranks per stage) and
+ *                 tp_comm ("gather" or "allreduce")
  *   /samples      one row per repetition (row_id, rep, ns, t/s)
  *   /stage_times  one row per test and rank (busy, wait, send, recv seconds,
  *                 and gather: the part of busy in gathers between tensor ranks)
@@ -30,8 +31,9 @@
  * version 4 (BT_H5_READ_VERSION_MIN), whose rows lack the fields version 5
  * added: they read as split_mode "layer", tp 1 (what version 4 ran);
  * version 5, which is version 6 without "sample" and "shared" profile rows;
- * and versions 4 to 6 without version 7's expert fields, which read as 0
- * (not recorded).
+ * versions 4 to 6 without version 7's expert fields, which read as 0
+ * (not recorded); and versions 4 to 7 without version 8's tp_comm, which
+ * reads as "gather" (the only way they combined tensor ranks).
  */
 #ifndef BT_BENCH_RESULTS_H5_H
 #define BT_BENCH_RESULTS_H5_H
@@ -46,8 +48,9 @@
  * /results with the gather probe, gather_s in /stage_times, tp in /plan; 6: /profile
  * rows of kinds "sample" and "shared" (a reader of 5 would take them for others);
  * 7: the experts a call chose, in /results (expert_rows, expert_count) and /profile
- * (experts, and the "expert_one" row), and the spread a /plan row assumed */
-#define BT_H5_FORMAT_VERSION 7
+ * (experts, and the "expert_one" row), and the spread a /plan row assumed; 8: tp_comm
+ * in /results (--tp-comm) */
+#define BT_H5_FORMAT_VERSION 8
 /* The oldest version the readers (bt_h5_read_*) take. */
 #define BT_H5_READ_VERSION_MIN 4
 
@@ -105,6 +108,7 @@ typedef struct bt_h5_result {
     int32_t tp;               /* tensor ranks per stage (version 4: 1) */
     double gather_latency_us, gather_bandwidth_MBps; /* the gather probe (tp > 1; else 0) */
     char split_mode[8];       /* "layer" or "tensor" (version 4: "layer") */
+    char tp_comm[16];         /* "gather" or "allreduce" (before version 8: "gather") */
     char layer_split[128], tensor_split[128]; /* layers per stage; -ts */
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
     double expert_rows, expert_count; /* a layer call's rows and distinct experts, means

@@ -146,13 +146,13 @@ else
 fi
 grep -q '| pp32 |' "$tmp/md1" && grep -q '| tg8 |' "$tmp/md1" && ok "markdown rows" ||
     { bad "markdown rows"; cat "$tmp/md1"; }
-# the columns, llama-bench style: every one shown, sm layer and tp 1 and
-# parallel (-npl) 1 by default
-md_head='| model | size | params | backend | threads | ranks | split | pipeline | sm | tp | ub | parallel | test | t/s |'
+# the columns, llama-bench style: every one shown, sm layer, tp 1, tp comm
+# gather and parallel (-npl) 1 by default
+md_head='| model | size | params | backend | threads | ranks | split | pipeline | sm | tp | tp comm | ub | parallel | test | t/s |'
 if [ "$(head -1 "$tmp/md1")" = "$md_head" ] &&
-    [ "$(awk -F'|' 'NR > 2 && NF == 16 && $10 == " layer " && $11 == " 1 " && $13 == " 1 " &&
-        $4 != ""' "$tmp/md1" | wc -l)" -eq 2 ]
-then ok "markdown header and 14 cells a row, sm layer, tp 1, parallel 1"
+    [ "$(awk -F'|' 'NR > 2 && NF == 17 && $10 == " layer " && $11 == " 1 " &&
+        $12 == " gather " && $14 == " 1 " && $4 != ""' "$tmp/md1" | wc -l)" -eq 2 ]
+then ok "markdown header and 15 cells a row, sm layer, tp 1, tp comm gather, parallel 1"
 else bad "markdown columns"; cat "$tmp/md1"; fi
 cp "$h5" "$tmp/before.h5"
 "$bin/tests/check_results" "$h5" 1 2 4 none >"$tmp/chk" 2>&1 && ok "1-rank file reads back" ||
@@ -174,12 +174,13 @@ else bad "append check against a foreign before-file"; cat "$tmp/chk" "$tmp/err"
 if mpi 3 "$b" -m "$m" -p 8 -n 0 -r 1 -t 1 -v >/dev/null 2>"$tmp/err" &&
     [ "$(grep -cE 'link [01] -> [12] \(.*\): latency [0-9.]+ us, bandwidth [0-9.]+ MB/s' "$tmp/err")" -eq 2 ]
 then ok "-v prints the 2 links of 3 ranks"; else bad "-v link probe lines"; cat "$tmp/err"; fi
-# the writer alone: n_parallel, split_mode, tp and gather_s round trips;
-# older (4 included) and newer format versions refused with their bytes and
-# mtime unchanged; the reader takes versions 4 to 7 only
+# the writer alone: n_parallel, split_mode, tp, tp_comm and gather_s round
+# trips; older (4 included) and newer format versions refused with their
+# bytes and mtime unchanged; the reader takes versions 4 to 8 only, a
+# version 7 file's missing tp_comm as gather
 mkdir -p "$tmp/writer"
 "$bin/tests/check_results" --writer "$tmp/writer" >"$tmp/chk" 2>&1 &&
-    ok "HDF5 writer: n_parallel, split_mode, tp, gather_s read back; other versions refused" ||
+    ok "HDF5 writer: n_parallel, split_mode, tp, tp_comm, gather_s read back; other versions refused" ||
     { bad "HDF5 writer"; cat "$tmp/chk"; }
 if command -v h5dump >/dev/null; then
     h5dump -H "$h5" >/dev/null 2>&1 && ok "h5dump reads the file" || bad "h5dump"
@@ -216,7 +217,7 @@ PY
 then ok "-npl rows: n_parallel by test, t/s = P x tokens per repetition, a trace per test"
 else bad "-npl rows and traces"; cat "$tmp/npl.jsonl"; ls "$tmp/npl-traces"; fi
 if mpi 3 "$b" -m "$m" -p 8 -n 4 -r 1 -t 1 -ub 4 -npl 4 --groups 2 -v >"$tmp/npl.md" 2>"$tmp/err" &&
-    [ "$(awk -F'|' 'NR > 2 && $13 == " 4 "' "$tmp/npl.md" | wc -l)" -eq 2 ] &&
+    [ "$(awk -F'|' 'NR > 2 && $14 == " 4 "' "$tmp/npl.md" | wc -l)" -eq 2 ] &&
     [ "$(grep -c 'bubble: measured' "$tmp/err")" -eq 2 ]
 then ok "-npl 4 --groups 2 on 3 ranks: parallel column, stage figures"
 else bad "-npl 4 --groups 2 on 3 ranks"; cat "$tmp/npl.md" "$tmp/err"; fi
@@ -235,9 +236,9 @@ for r in rows:
     for k in ("build_commit", "cpu_info", "model_filename", "model_type", "model_size",
               "model_n_params", "n_batch", "n_ubatch", "n_threads", "n_prompt", "n_gen",
               "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "pipeline", "hosts",
-              "n_parallel", "expert_rows", "expert_count"):
+              "n_parallel", "expert_rows", "expert_count", "split_mode", "tp", "tp_comm"):
         assert k in r, k
-    assert r["n_parallel"] == 1, r
+    assert r["n_parallel"] == 1 and r["tp_comm"] == "gather", r
     assert r["expert_rows"] == 0 and r["expert_count"] == 0, r  # a model without experts
     # t/s per repetition, then mean and sample stddev of those, to the
     # printed rounding (t/s to 1e-6, ns to 1 ns)
@@ -253,7 +254,7 @@ lines = [json.loads(l) for l in open(sys.argv[2])]
 assert len(lines) == 2 and lines[1]["n_gen"] == 4 and lines[1]["n_parallel"] == 1
 c = list(csv.DictReader(open(sys.argv[3])))
 assert len(c) == 1 and c[0]["n_prompt"] == "16" and json.loads(c[0]["samples_ns"])
-assert c[0]["n_parallel"] == "1", c[0]
+assert c[0]["n_parallel"] == "1" and c[0]["tp_comm"] == "gather", c[0]
 PY
 then ok "json, jsonl and csv parse and hold the samples; avg and stddev (ns, t/s) are theirs"
 else bad "json/jsonl/csv"; fi

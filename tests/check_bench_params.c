@@ -224,6 +224,58 @@ START_TEST(test_split_mode)
 }
 END_TEST
 
+/* --tp-comm joins the product after -tp, before --pipeline; a -sm layer
+ * test of -tp 1 has no tensor ranks to combine, so it is made once, with
+ * tp_comm 0 (gather), whatever the list says. */
+START_TEST(test_tp_comm)
+{
+    bt_bench_params_t p;
+    bt_bench_test_t *t;
+    int n;
+    ck_assert_int_eq(parse(&p, "-m a.gguf -p 64 -n 0 -sm layer,tensor -tp 1,2 "
+                               "--tp-comm gather,allreduce --pipeline 0,1"),
+                     BT_OK);
+    ck_assert(p.tp_comm.n == 2 && p.tp_comm.v[0] == 0 && p.tp_comm.v[1] == 1);
+    ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
+    /* layer -tp 1 once, layer -tp 2 and tensor once per --tp-comm value; each
+     * with pipeline 0 and 1 inside (tensor 1 left for bench.c to skip) */
+    static const int want[5][3] = {{BT_SPLIT_MODE_LAYER, 1, 0},
+                                   {BT_SPLIT_MODE_LAYER, 2, 0},
+                                   {BT_SPLIT_MODE_LAYER, 2, 1},
+                                   {BT_SPLIT_MODE_TENSOR, 0, 0},
+                                   {BT_SPLIT_MODE_TENSOR, 0, 1}};
+    ck_assert_int_eq(n, 5 * 2);
+    for (int i = 0; i < n; i++) {
+        expect_layout(&t[i], want[i / 2][0], want[i / 2][1], i % 2);
+        ck_assert_msg(t[i].tp_comm == want[i / 2][2], "test %d: tp_comm %d, want %d", i,
+                      t[i].tp_comm, want[i / 2][2]);
+    }
+    free(t);
+    bt_bench_params_free(&p);
+
+    /* allreduce alone: the -tp 1 test still runs, and gathers (nothing to add) */
+    ck_assert_int_eq(parse(&p, "-m a.gguf -p 64 -n 0 -tp 1,2 --tp-comm allreduce"), BT_OK);
+    ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
+    ck_assert_int_eq(n, 2);
+    expect_layout(&t[0], BT_SPLIT_MODE_LAYER, 1, 1);
+    ck_assert_int_eq(t[0].tp_comm, 0);
+    expect_layout(&t[1], BT_SPLIT_MODE_LAYER, 2, 1);
+    ck_assert_int_eq(t[1].tp_comm, 1);
+    free(t);
+    bt_bench_params_free(&p);
+
+    /* the last --tp-comm wins, as for the other lists; its order is kept */
+    ck_assert_int_eq(parse(&p, "-m a.gguf -p 8 -n 0 -sm tensor --tp-comm gather "
+                               "--tp-comm allreduce,gather"),
+                     BT_OK);
+    ck_assert_int_eq(bt_bench_tests(&p, &t, &n), BT_OK);
+    ck_assert_int_eq(n, 2);
+    ck_assert(t[0].tp_comm == 1 && t[1].tp_comm == 0);
+    free(t);
+    bt_bench_params_free(&p);
+}
+END_TEST
+
 /* What parse (or, with n_ranks > 0, the rank check after it) logs, into
  * msg; its status. */
 static bt_status_t parse_log(const char *line, int n_ranks, char *msg, size_t size)
@@ -266,6 +318,13 @@ START_TEST(test_split_mode_limits)
         {"-m a.gguf --tensor-parallel 1,65", 0, "--tensor-parallel: 65 is out of range"},
         {"-m a.gguf -tp x", 0, "-tp: 'x' is not an integer or range"},
         {"-m a.gguf -tp", 0, "option '-tp' needs a value"},
+        {"-m a.gguf -tp 2 --tp-comm sum", 0, "--tp-comm: 'sum' is not one of gather, allreduce"},
+        {"-m a.gguf -tp 2 --tp-comm gather,,allreduce", 0,
+         "--tp-comm: 'gather,,allreduce' has an empty item"},
+        {"-m a.gguf --tp-comm", 0, "option '--tp-comm' needs a value"},
+        /* allreduce with no tensor ranks in any test would run as gather */
+        {"-m a.gguf -tp 1 --tp-comm gather,allreduce", 0, "--tp-comm allreduce applies only to "
+                                                          "tests with tensor ranks"},
         /* every test skipped: nothing would run */
         {"-m a.gguf -sm tensor --pipeline 1", 0, "nothing to run: every test is -sm tensor "
                                                  "with --pipeline 1"},
@@ -300,6 +359,8 @@ START_TEST(test_split_mode_limits)
         {"-m a.gguf -sm layer,tensor -tp 2 --pipeline 1", 4},
         {"-m a.gguf --profile -tp 1", 0},
         {"-m a.gguf -sm tensor", 64},
+        {"-m a.gguf -tp 1,2 --tp-comm gather,allreduce", 2},
+        {"-m a.gguf -sm tensor --tp-comm allreduce", 2},
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         char msg[1024];
@@ -321,6 +382,7 @@ START_TEST(test_defaults)
     ck_assert(p.parallel.n == 1 && p.parallel.v[0] == 1);
     ck_assert(p.split_mode.n == 1 && p.split_mode.v[0] == BT_SPLIT_MODE_LAYER);
     ck_assert(p.tp.n == 1 && p.tp.v[0] == 1);
+    ck_assert(p.tp_comm.n == 1 && p.tp_comm.v[0] == 0); /* gather */
     ck_assert(!p.pipeline_given);
     ck_assert_int_eq(p.groups, 0);
     ck_assert_int_eq(p.reps, 5);
@@ -363,6 +425,7 @@ int main(void)
     tcase_add_test(tc, test_flags_and_product);
     tcase_add_test(tc, test_parallel);
     tcase_add_test(tc, test_split_mode);
+    tcase_add_test(tc, test_tp_comm);
     tcase_add_test(tc, test_defaults);
     suite_add_tcase(s, tc);
     tc = tcase_create("limits");

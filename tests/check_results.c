@@ -15,16 +15,18 @@
  * sends or receives activations while every rank spends part of its busy
  * time in gathers (gather_s; 0 without tensor ranks), and the row holds
  * the probe of its stage's gathers (gather_latency_us and
- * gather_bandwidth_MBps, positive exactly when tp > 1).
+ * gather_bandwidth_MBps, positive exactly when tp > 1); tp_comm is
+ * "gather" or "allreduce", and "gather" without tensor ranks.
  *   check_results --set-version FILE N
  * rewrites FILE's format_version to N (tests/bad_input.sh);
  *   check_results --read FILE
  * reads FILE's /results with the readers baton-plan uses (bt_h5_read_results:
  * this version and version 4) and prints a line per row: test, split_mode,
- * tp, pipeline (tests/plots.sh); exit 1 when it is refused;
+ * tp, tp_comm, pipeline (tests/plots.sh); exit 1 when it is refused;
  *   check_results --writer DIR
  * instead drives the writer (bench/results_h5.c) itself in DIR: rows with
- * n_parallel, split_mode, tp and gather seconds written and read back, and
+ * n_parallel, split_mode, tp, tp_comm and gather seconds written and read
+ * back, a version 7 file (no tp_comm) read with tp_comm "gather", and
  * files of an older and a newer format version refused with a message that
  * names both versions, their bytes and modification time left as they were.
  */
@@ -91,8 +93,9 @@ START_TEST(test_layout_and_runs)
     H5Aclose(a);
     ck_assert_int_eq(version, BT_H5_FORMAT_VERSION);
     /* 3: n_parallel in /results; 4: /profile, /plan; 5: split_mode, tp, gather_s;
-     * 6: "sample" and "shared" /profile rows; 7: the experts a call chose */
-    ck_assert_int_eq(version, 7);
+     * 6: "sample" and "shared" /profile rows; 7: the experts a call chose;
+     * 8: tp_comm */
+    ck_assert_int_eq(version, 8);
     for (int i = 0; i < 2; i++) { /* a benchmark writes neither */
         const char *name = i ? "plan" : "profile";
         hsize_t rows;
@@ -230,6 +233,10 @@ START_TEST(test_rows)
             ck_assert_msg(tp == ranks && pipeline == 0, "row %llu: -sm tensor with tp %d of %d "
                           "ranks, pipeline %d", (unsigned long long)r, tp, ranks, pipeline);
         const int n_stages = ranks / tp;
+        /* how the tensor ranks combined their shares: one rank a stage gathers */
+        const char *comm = FSTR(res, szr, r, member(tr, "tp_comm"));
+        ck_assert_msg(!strcmp(comm, "gather") || (tp > 1 && !strcmp(comm, "allreduce")),
+                      "row %llu: tp_comm '%s' with tp %d", (unsigned long long)r, comm, tp);
         /* the gather probe: measured for stages of tensor ranks, 0 without */
         const double g_lat = FIELD(res, szr, r, double, member(tr, "gather_latency_us"));
         const double g_bw = FIELD(res, szr, r, double, member(tr, "gather_bandwidth_MBps"));
@@ -404,7 +411,8 @@ typedef struct fake_row {
     bt_stage_time_t stages[2];
 } fake_row_t;
 
-static void fake_row_init_layout(fake_row_t *f, int n_parallel, const char *mode, int tp)
+static void fake_row_init_layout(fake_row_t *f, int n_parallel, const char *mode, int tp,
+                                 const char *tp_comm)
 {
     memset(f, 0, sizeof *f);
     bt_bench_row_t *r = &f->row;
@@ -418,6 +426,7 @@ static void fake_row_init_layout(fake_row_t *f, int n_parallel, const char *mode
     r->n_ranks = 2, r->pipeline = 1, r->n_parallel = n_parallel, r->reps = 2;
     snprintf(r->split_mode, sizeof r->split_mode, "%s", mode);
     r->tp = tp;
+    snprintf(r->tp_comm, sizeof r->tp_comm, "%s", tp_comm);
     for (int i = 0; i < 2; i++) {
         f->ns[i] = 1e6 * (i + 1);
         f->ts[i] = n_parallel * 16 / (f->ns[i] * 1e-9);
@@ -432,7 +441,7 @@ static void fake_row_init_layout(fake_row_t *f, int n_parallel, const char *mode
 
 static void fake_row_init(fake_row_t *f, int n_parallel)
 {
-    fake_row_init_layout(f, n_parallel, "layer", 1);
+    fake_row_init_layout(f, n_parallel, "layer", 1, "gather");
 }
 
 static const char *const fake_hosts[] = {"node0", "node1"};
@@ -482,15 +491,16 @@ START_TEST(test_writer_n_parallel)
 }
 END_TEST
 
-/* split_mode and tp in /results and gather_s in /stage_times: written,
- * read back with the HDF5 API and with bt_h5_read_results (baton-plan's
- * reader), row by row. */
+/* split_mode, tp and tp_comm in /results and gather_s in /stage_times:
+ * written, read back with the HDF5 API and with bt_h5_read_results
+ * (baton-plan's reader), row by row. */
 START_TEST(test_writer_split_mode)
 {
     char p[1024];
     dir_path(p, sizeof p, "writer-sm.h5");
     static const char *const modes[] = {"layer", "layer", "tensor"};
     static const int tps[] = {1, 2, 2};
+    static const char *const comms[] = {"gather", "allreduce", "gather"};
     unlink(p);
     bt_run_info_t run = {.n_ranks = 2};
     snprintf(run.hosts, sizeof run.hosts, "node0,node1");
@@ -498,7 +508,7 @@ START_TEST(test_writer_split_mode)
     ck_assert_int_eq(bt_h5_begin_run(p, &run, NULL, 0, &run_id), BT_OK);
     for (int i = 0; i < 3; i++) {
         fake_row_t fr;
-        fake_row_init_layout(&fr, 1, modes[i], tps[i]);
+        fake_row_init_layout(&fr, 1, modes[i], tps[i], comms[i]);
         ck_assert_int_eq(bt_h5_append(p, run_id, &fr.row, fake_hosts), BT_OK);
     }
     hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -513,6 +523,7 @@ START_TEST(test_writer_split_mode)
     for (hsize_t r = 0; r < n; r++) {
         ck_assert_str_eq(FSTR(res, sz, r, member(t, "split_mode")), modes[r]);
         ck_assert_int_eq(FIELD(res, sz, r, int32_t, member(t, "tp")), tps[r]);
+        ck_assert_str_eq(FSTR(res, sz, r, member(t, "tp_comm")), comms[r]);
         for (int k = 0; k < 2; k++) {
             const hsize_t i = 2 * r + (hsize_t)k;
             ck_assert_int_eq(FIELD(stg, szs, i, int64_t, member(ts, "row_id")), (int64_t)r);
@@ -533,6 +544,7 @@ START_TEST(test_writer_split_mode)
     for (int r = 0; r < nr; r++) {
         ck_assert_str_eq(rows[r].split_mode, modes[r]);
         ck_assert_int_eq(rows[r].tp, tps[r]);
+        ck_assert_str_eq(rows[r].tp_comm, comms[r]);
         ck_assert_int_eq(rows[r].n_parallel, 1);
         ck_assert_str_eq(rows[r].layer_split, "2/2");
     }
@@ -644,6 +656,93 @@ START_TEST(test_writer_refuses_other_versions)
 }
 END_TEST
 
+/* Rewrites dataset name of file without its member drop, as a version
+ * that predates the member wrote it (chunked and extendible, as the writer
+ * makes its datasets). */
+static void drop_member(const char *file, const char *name, const char *drop)
+{
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    hsize_t n;
+    size_t sz;
+    hid_t t;
+    char *rows = read_all(f, name, &n, &sz, &t);
+    /* the other members at their offsets in rows: the memory type to write */
+    hid_t mt = H5Tcreate(H5T_COMPOUND, sz);
+    bool dropped = false;
+    for (int i = 0; i < H5Tget_nmembers(t); i++) {
+        char *m = H5Tget_member_name(t, (unsigned)i);
+        hid_t mtype = H5Tget_member_type(t, (unsigned)i);
+        if (strcmp(m, drop) == 0)
+            dropped = true;
+        else
+            ck_assert_int_ge(H5Tinsert(mt, m, H5Tget_member_offset(t, (unsigned)i), mtype), 0);
+        H5Tclose(mtype);
+        H5free_memory(m);
+    }
+    ck_assert_msg(dropped, "/%s has no member '%s'", name, drop);
+    hid_t ft = H5Tcopy(mt);
+    ck_assert_int_ge(H5Tpack(ft), 0);
+    ck_assert_int_ge(H5Ldelete(f, name, H5P_DEFAULT), 0);
+    hsize_t max = H5S_UNLIMITED, chunk = 16;
+    hid_t sp = H5Screate_simple(1, &n, &max), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, &chunk);
+    hid_t d = H5Dcreate2(f, name, ft, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ck_assert(d >= 0);
+    if (n > 0)
+        ck_assert_int_ge(H5Dwrite(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows), 0);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Tclose(ft);
+    H5Tclose(mt);
+    H5Tclose(t);
+    free(rows);
+    ck_assert_int_ge(H5Fclose(f), 0);
+}
+
+/* A version 7 file (/results without tp_comm) reads with tp_comm "gather",
+ * the only way version 7 combined tensor ranks, and its other fields as
+ * written; the writer refuses it, naming what it lacks. */
+START_TEST(test_reader_version7)
+{
+    char p[1024], log[1024];
+    dir_path(p, sizeof p, "reader-v7.h5");
+    dir_path(log, sizeof log, "reader-v7.log");
+    unlink(p);
+    bt_run_info_t run = {.n_ranks = 2};
+    snprintf(run.hosts, sizeof run.hosts, "node0,node1");
+    int64_t run_id = -1;
+    ck_assert_int_eq(bt_h5_begin_run(p, &run, NULL, 0, &run_id), BT_OK);
+    fake_row_t fr;
+    /* written as allreduce, so the "gather" read back is the reader's, not the file's */
+    fake_row_init_layout(&fr, 2, "layer", 2, "allreduce");
+    ck_assert_int_eq(bt_h5_append(p, run_id, &fr.row, fake_hosts), BT_OK);
+    drop_member(p, "results", "tp_comm");
+    set_version(p, 7);
+    bt_h5_result_t *rows;
+    int n;
+    ck_assert_int_eq(bt_h5_read_results(p, &rows, &n), BT_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(rows[0].tp_comm, "gather");
+    ck_assert_str_eq(rows[0].split_mode, "layer");
+    ck_assert_int_eq(rows[0].tp, 2);
+    ck_assert_int_eq(rows[0].n_parallel, 2);
+    ck_assert_str_eq(rows[0].layer_split, "2/2");
+    ck_assert_double_eq_tol(rows[0].avg_ns, 1.5e6, 1e-3);
+    free(rows);
+    refused(p, log);
+    size_t nl;
+    char *msg = slurp(log, &nl);
+    msg = realloc(msg, nl + 1);
+    msg[nl] = '\0';
+    ck_assert_msg(strstr(msg, "format version 7, older than version 8") &&
+                      strstr(msg, "it lacks tp_comm in /results"),
+                  "message '%s'", msg);
+    free(msg);
+}
+END_TEST
+
 /* bt_h5_read_results takes versions BT_H5_READ_VERSION_MIN to this one and
  * refuses others, older and newer, with one message naming the file, its
  * version and the versions read. */
@@ -681,6 +780,7 @@ START_TEST(test_reader_versions)
             ck_assert_msg(st == BT_OK && n == 1, "version %d refused: %s", versions[i], msg);
             ck_assert_str_eq(rows[0].split_mode, "layer");
             ck_assert_int_eq(rows[0].tp, 1);
+            ck_assert_str_eq(rows[0].tp_comm, "gather");
             ck_assert_int_eq(rows[0].n_parallel, 3);
         } else {
             char want[128];
@@ -707,6 +807,7 @@ static int run_writer_suite(void)
     tc = tcase_create("limits");
     tcase_add_test(tc, test_writer_refuses_other_versions);
     tcase_add_test(tc, test_reader_versions);
+    tcase_add_test(tc, test_reader_version7);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
@@ -719,7 +820,8 @@ static int read_main(const char *file)
     if (bt_h5_read_results(file, &rows, &n) != BT_OK)
         return 1;
     for (int i = 0; i < n; i++)
-        printf("%s %s %d %d\n", rows[i].test, rows[i].split_mode, rows[i].tp, rows[i].pipeline);
+        printf("%s %s %d %s %d\n", rows[i].test, rows[i].split_mode, rows[i].tp, rows[i].tp_comm,
+               rows[i].pipeline);
     free(rows);
     return 0;
 }

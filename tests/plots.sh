@@ -5,10 +5,11 @@
 # into PNG images, and plot-results refuses a file that is not HDF5. A trace
 # of 2 tensor ranks has the gathers as spans on both tracks and the
 # follower's compute under its leader's micro-batches. Files of
-# format version 7 with -sm layer and tensor rows plot as configurations of
+# format version 8 with -sm layer and tensor rows plot as configurations of
 # their own; copies made as versions 2 and 4 wrote them (without n_parallel;
-# without split_mode, tp and gather_s) still plot, and baton-plan's reader
-# (check_results --read) takes version 4 with its defaults, not version 2.
+# without split_mode, tp, tp_comm and gather_s) still plot, and baton-plan's
+# reader (check_results --read) takes version 4 with its defaults, not
+# version 2.
 set -u
 bin=${BT_BUILDDIR:-$(pwd)}
 scripts=${BT_SRCDIR:-$(dirname "$0")/..}/scripts
@@ -163,8 +164,8 @@ src, dst = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "w")
 for k, v in src.attrs.items():
     dst.attrs[k] = v
 dst.attrs["format_version"] = numpy.int32(4)
-# what versions 5 and 7 added
-new = {"results": ("split_mode", "tp", "expert_rows", "expert_count"),
+# what versions 5, 7 and 8 added
+new = {"results": ("split_mode", "tp", "expert_rows", "expert_count", "tp_comm"),
        "stage_times": ("gather_s",), "profile": ("experts",), "plan": ("expert_spread",)}
 for name in src:
     data = src[name][()]
@@ -181,7 +182,7 @@ else
     for f in npl v4 v2; do
         case $f in
         npl) want="4 results of 2 tests in 2" what="n_parallel 1,2" ;;
-        v4) want="4 results of 2 tests in 2" what="version 4: split_mode and tp absent" ;;
+        v4) want="4 results of 2 tests in 2" what="version 4: split_mode, tp and tp_comm absent" ;;
         v2) want="2 results of 2 tests in 1" what="version 2: n_parallel absent" ;;
         esac
         if "$py" "$scripts/plot-results" "$tmp/$f.h5" -o "$tmp/$f.png" >"$tmp/plot.out" \
@@ -192,19 +193,20 @@ else
             bad "plot-results on the $f file exited $?"; cat "$tmp/err"
         fi
     done
-    # baton-plan's reader: version 4 rows as -sm layer, tp 1 (pp16 and tg4 at
-    # -npl 1 and 2); version 2 refused, naming the versions it reads
-    want=$(printf '%s\n' "pp16 layer 1 1" "tg4 layer 1 1" "pp16 layer 1 1" "tg4 layer 1 1")
+    # baton-plan's reader: version 4 rows as -sm layer, tp 1, gathers (pp16
+    # and tg4 at -npl 1 and 2); version 2 refused, naming the versions it reads
+    want=$(printf '%s\n' "pp16 layer 1 gather 1" "tg4 layer 1 gather 1" "pp16 layer 1 gather 1" \
+        "tg4 layer 1 gather 1")
     if got=$("$bin/tests/check_results" --read "$tmp/v4.h5" 2>"$tmp/err") && [ "$got" = "$want" ]
-    then ok "the results reader takes version 4: split_mode layer, tp 1"
+    then ok "the results reader takes version 4: split_mode layer, tp 1, tp_comm gather"
     else bad "the results reader on version 4: '$got'"; cat "$tmp/err"; fi
     if ! "$bin/tests/check_results" --read "$tmp/v2.h5" >/dev/null 2>"$tmp/err" &&
-        grep -q "v2.h5 is format version 2; this build reads versions 4 to 7" "$tmp/err"
+        grep -q "v2.h5 is format version 2; this build reads versions 4 to 8" "$tmp/err"
     then ok "the results reader refuses version 2: $(head -n 1 "$tmp/err")"
     else bad "the results reader on version 2"; cat "$tmp/err"; fi
 fi
 
-# -sm layer,tensor --pipeline 0,1: version 7 rows of both split modes, the
+# -sm layer,tensor --pipeline 0,1: version 8 rows of both split modes, the
 # tensor test with --pipeline 1 skipped; three configurations (layer with
 # pipeline 0 and 1, tensor with 0), told apart by split mode
 if ! mpi 2 "$bin/baton-bench" -m "$m" -p 16 -n 4 -r 1 -ub 8 -t 1 -sm layer,tensor \
@@ -213,18 +215,20 @@ if ! mpi 2 "$bin/baton-bench" -m "$m" -p 16 -n 4 -r 1 -ub 8 -t 1 -sm layer,tenso
 elif "$py" "$scripts/plot-results" "$tmp/sm.h5" -o "$tmp/sm.png" >"$tmp/plot.out" 2>"$tmp/err"
 then
     is_png "plot-results, -sm layer,tensor" "$tmp/sm.png"
-    plotted "plot-results, version 7 file (-sm layer,tensor)" "$tmp/plot.out" \
+    plotted "plot-results, version 8 file (-sm layer,tensor)" "$tmp/plot.out" \
         "plotted 6 results of 2 tests in 3 configurations from 1 runs"
     if "$py" - "$tmp/sm.h5" <<'PY'
 import h5py, sys
 f = h5py.File(sys.argv[1], "r")
-assert f.attrs["format_version"] == 7
+assert f.attrs["format_version"] == 8
 res = f["results"][()]
-got = [(r["split_mode"].decode(), int(r["tp"]), int(r["pipeline"])) for r in res]
-assert got == [("layer", 1, 0)] * 2 + [("layer", 1, 1)] * 2 + [("tensor", 2, 0)] * 2, got
+got = [(r["split_mode"].decode(), int(r["tp"]), r["tp_comm"].decode(), int(r["pipeline"]))
+       for r in res]
+assert got == [("layer", 1, "gather", 0)] * 2 + [("layer", 1, "gather", 1)] * 2 + \
+    [("tensor", 2, "gather", 0)] * 2, got
 PY
-    then ok "version 7 file: split_mode, tp and pipeline of each row"
-    else bad "version 7 file's split_mode and tp"; fi
+    then ok "version 8 file: split_mode, tp, tp_comm and pipeline of each row"
+    else bad "version 8 file's split_mode, tp and tp_comm"; fi
 else
     bad "plot-results on the -sm layer,tensor file exited $?"; cat "$tmp/err"
 fi
