@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "kernels/types.h"
 #include "model.h"
 #include "params.h"
@@ -37,6 +38,7 @@ typedef struct plan_args {
     double latency_s, bandwidth_Bps;
     double tp_latency_s, tp_bandwidth_Bps; /* between the ranks of one node */
     double expert_spread; /* --expert-spread; < 0: not given */
+    int tp_allreduce;     /* --tp-comm allreduce: tensor ranks add partial sums */
     bool help;
 } plan_args_t;
 
@@ -65,6 +67,8 @@ static void usage(FILE *f)
             "                        nodes over --latency/--bandwidth\n"
             "  --tp-latency T        a gather's fixed cost between a node's ranks (default 2us)\n"
             "  --tp-bandwidth B      and its rate (default 80Gbit)\n"
+            "  --tp-comm gather|allreduce  the tensor ranks' scheme (default gather; --compare\n"
+            "                        takes each row's own)\n"
             "  --links FILE          latency and bandwidth: the mean of FILE's /links (links\n"
             "                        within a host: the --tp ones)\n"
             "  --latency T           one-way latency per hop, e.g. 20us, 1.5ms (default 20us)\n"
@@ -181,6 +185,8 @@ static bt_status_t parse_args(int argc, char **argv, plan_args_t *a)
             st = bt_parse_list(o, v, 1, 1 << 16, &a->parallel);
         else if (!strcmp(o, "--tp"))
             st = bt_parse_list(o, v, 1, BT_TP_MAX, &a->tp);
+        else if (!strcmp(o, "--tp-comm"))
+            st = bt_parse_tp_comm(o, v, &a->tp_allreduce);
         else if (!strcmp(o, "--tp-latency") && !parse_time(v, &a->tp_latency_s))
             st = (bt_log_error("--tp-latency: '%s' is not a time (2us, 0.1ms)", v), BT_ERR_ARG);
         else if (!strcmp(o, "--tp-bandwidth") && !parse_rate(v, &a->tp_bandwidth_Bps))
@@ -462,12 +468,17 @@ static double expert_pairs_share(const int *at, int T, int n, int k, int rows)
  * rows send to the busiest rank. Also the largest rank's share of the
  * head's vocabulary, the gathers of a layer and the most bytes a rank
  * receives in them per row. A gather of T ranks takes ceil(log2 T)
- * latencies. Zero (no tensor ranks) for T <= 1. */
-static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, double lat, double bw)
+ * latencies. Zero (no tensor ranks) for T <= 1. sum (--tp-comm
+ * allreduce): attn_output and down by each rank's columns, the ranks
+ * meeting at two sums a layer (attention, FFN or experts), each one
+ * collective of n_embd floats a rank at T = 2, else two of (T - 1) / T
+ * n_embd (stages/tensor.c). */
+static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, bool sum, double lat,
+                                     double bw)
 {
     bt_share_t s;
     bt_log_capture(1);
-    const bool ok = T > 1 && bt_share_init(hp, 0, T, false, &s) == BT_OK;
+    const bool ok = T > 1 && bt_share_init(hp, 0, T, sum, &s) == BT_OK;
     bt_log_flush_captured(0);
     bt_log_capture(0);
     if (!ok)
@@ -484,8 +495,8 @@ static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, double lat, 
         const double heads = (double)(s.head[r + 1] - s.head[r]) * hd;
         const double embd = s.embd[r + 1] - s.embd[r], ff = s.ff[r + 1] - s.ff[r];
         const double ex = moe ? (double)(s.expert[r + 1] - s.expert[r]) / hp->n_expert : 0;
-        const double part[4] = {e * (heads + 2.0 * (kv1 - kv0) * hd), embd * q,
-                                moe ? 0 : 2 * e * ff, moe ? 0 : embd * hp->n_ff};
+        const double part[4] = {e * (heads + 2.0 * (kv1 - kv0) * hd), sum ? e * heads : embd * q,
+                                moe ? 0 : 2 * e * ff, moe ? 0 : sum ? e * ff : embd * hp->n_ff};
         for (int i = 0; i < 4; i++)
             most[i] = part[i] > most[i] ? part[i] : most[i];
         const double in = (q - heads) + (e - embd) +
@@ -498,7 +509,9 @@ static bt_plan_tensor_t tensor_costs(const bt_hparams_t *hp, int T, double lat, 
                           .attn_share = (double)bt_share_largest(s.head, T) / hp->n_head,
                           .head_share = (double)bt_share_largest(s.vocab, T) / hp->n_vocab,
                           .expert_frac = moe ? expert / whole : 0,
-                          .gathers = moe ? 3 : 4, .bytes_row = recv * sizeof(float),
+                          .gathers = sum ? (T == 2 ? 2 : 4) : moe ? 3 : 4,
+                          .bytes_row = (sum ? (T == 2 ? 2 * e : 4 * e * (T - 1) / T) : recv) *
+                                       sizeof(float),
                           .latency_s = lat * ceil(log2(T)), .bandwidth_Bps = bw};
     for (int i = 0; moe && i < BT_PLAN_EXPERT_ROWS; i++)
         t.expert_share[i] = expert_pairs_share(s.expert, T, hp->n_expert, hp->n_expert_used,
@@ -720,8 +733,9 @@ static bt_status_t synth_profile(const plan_args_t *a, loaded_t *L)
     L->hp = (bt_hparams_t){.n_vocab = s.n_vocab, .n_embd = s.n_embd, .n_layer = s.n_layer,
                            .n_head = s.n_head, .n_head_kv = s.n_head_kv, .head_dim = hd,
                            .n_ff = s.n_expert > 0 ? 0 : s.n_ff, .n_expert = s.n_expert,
-                           .n_expert_used = s.n_expert_used, .n_ff_exp = s.n_ff_exp};
-    L->have_hp = true;
+                           .n_expert_used = s.n_expert_used, .n_ff_exp = s.n_ff_exp,
+                           .arch = bt_arch_find(s.arch, strlen(s.arch))}; /* the shape's own */
+    L->have_hp = L->hp.arch != NULL;
     L->weight_bytes = (double)bt_synth_n_params(&s) * sc.bytes_w;
     L->kv_pos_layer = sc.kv_row;
     snprintf(L->model, sizeof L->model,
@@ -744,6 +758,8 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
                a->cores_per_node);
     printf("; hops %.1f us, %.3g Gbit/s; pp%d, tg%d from an empty cache",
            a->latency_s * 1e6, a->bandwidth_Bps * 8 / 1e9, a->n_prompt, a->n_gen);
+    if (a->tp_allreduce)
+        printf("; tensor ranks add partial sums (--tp-comm allreduce)");
     /* the experts a call reads: the workload's assumption, recorded in /plan
      * (a measured profile without expert counts takes none) */
     const double spread = L->hp.n_expert > 0 && (a->shape || p->experts) ? p->spread : -1.0;
@@ -790,7 +806,7 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             continue;
         }
         const bt_plan_tensor_t tensor =
-            T > 1 ? tensor_costs(&L->hp, T, T <= R ? a->tp_latency_s : a->latency_s,
+            T > 1 ? tensor_costs(&L->hp, T, a->tp_allreduce, T <= R ? a->tp_latency_s : a->latency_s,
                                  T <= R ? a->tp_bandwidth_Bps : a->bandwidth_Bps)
                   : (bt_plan_tensor_t){0};
         double best = -1;
@@ -965,7 +981,7 @@ static int run_compare(const plan_args_t *a)
          * the ranks outnumber the cores (sharing) */
         bt_plan_pipe_t pp = {&L->p, S, bounds, lat, bw, 1.0, {0}, 0.0};
         if (T > 1) {
-            pp.tensor = tensor_costs(&L->hp, T, tlat, tbw);
+            pp.tensor = tensor_costs(&L->hp, T, !strcmp(r->tp_comm, "allreduce"), tlat, tbw);
             if (r->gather_latency_us > 0 && r->gather_bandwidth_MBps > 0) {
                 /* the run probed its gathers themselves: their figures, not the links' */
                 pp.tensor.latency_s = r->gather_latency_us * 1e-6;

@@ -119,6 +119,20 @@ if "$bin/baton-plan" --profile "$h5" -t 1 --nodes 1,2 --ranks-per-node 2 --cores
 else
     bad "baton-plan --tp"; cat "$tmp/tp"
 fi
+# the all-reduce scheme moves 8 192 floats a row and layer where the gathers
+# move 14 336 (llama-1b, docs/design.md): over a slow link between the
+# tensor ranks its prefill is predicted faster, by up to that ratio
+for c in gather allreduce; do
+    "$bin/baton-plan" --shape llama-1b --type q4_0 --node-tflops 1 --node-gbs 30 --nodes 1 \
+        --ranks-per-node 2 --tp 2 --tp-bandwidth 100Mbit --tp-comm $c >"$tmp/tp-$c" 2>&1
+done
+if awk -F'|' 'FNR == 1 { f++ } /^\| 1 \| 1 \| 2 \|/ { pp[f] = $7 + 0 }
+              END { exit !(pp[1] > 0 && pp[2] > 1.4 * pp[1] && pp[2] < 1.8 * pp[1]) }' \
+    "$tmp/tp-gather" "$tmp/tp-allreduce" && grep -q "partial sums" "$tmp/tp-allreduce"; then
+    ok "baton-plan --tp-comm allreduce: over 100 Mbit, 1.4-1.8x the gathers' prefill"
+else
+    bad "baton-plan --tp-comm allreduce"; cat "$tmp/tp-gather" "$tmp/tp-allreduce"
+fi
 if [ -x "$py" ] && "$py" -c "import h5py, matplotlib" 2>/dev/null; then
     if "$py" "$scripts/plot-plan" "$tmp/plan.h5" --measured "$h5" -o "$tmp/plan.png" \
         >/dev/null 2>"$tmp/err" && [ -s "$tmp/plan.png" ]; then
@@ -172,15 +186,16 @@ else
     bad "2-rank baton-bench"; cat "$tmp/bench"
 fi
 
-# and a stage of 2 tensor ranks (-sm tensor): its rows predicted too, from
-# the model's dimensions and the run's links within the host
-if mpi 2 "$bin/baton-bench" -m "$m" -p 256 -n 16 -t 1 -sm tensor -r 3 --hdf5 "$tmp/tp.h5" \
-    >"$tmp/tpbench" 2>&1; then
+# and a stage of 2 tensor ranks (-sm tensor), gathering and adding partial
+# sums: its rows predicted too, from the model's dimensions, each row's
+# scheme and the run's links within the host
+if mpi 2 "$bin/baton-bench" -m "$m" -p 256 -n 16 -t 1 -sm tensor --tp-comm gather,allreduce \
+    -r 3 --hdf5 "$tmp/tp.h5" >"$tmp/tpbench" 2>&1; then
     if "$bin/baton-plan" --profile "$h5" --compare "$tmp/tp.h5" >"$tmp/tpcmp" 2>&1; then
         grep -E "^\| (pp|tg)|^compare:" "$tmp/tpcmp"
         rows=$(check_rows 2 "$tmp/tpcmp")
-        if [ "$rows" = 2 ]; then
-            ok "--compare: pp256 and tg16 of 2 tensor ranks predicted, model and simulator agree"
+        if [ "$rows" = 4 ]; then
+            ok "--compare: pp256 and tg16 of 2 tensor ranks, gather and allreduce, predicted, model and simulator agree"
         else
             bad "--compare of tensor ranks: $rows"; cat "$tmp/tpcmp"
         fi
