@@ -1083,38 +1083,44 @@ static void narrow_columns(const bt_model_t *m, bt_matrix_t *x, int64_t lo, int6
 }
 
 /* Under share->sum: the columns of every bound attn_output and ffn_down,
- * into one buffer (m->slices_copy). */
+ * each copied into its own block (m->slices), so that bt_model_pack can
+ * let each go as soon as it is packed. */
 static bt_status_t shard_columns(bt_model_t *m, const bt_share_t *share)
 {
-    size_t total = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        uint8_t *at = m->slices_copy;
-        for (int i = 0; i < m->last - m->first; i++)
-            for (int kind = 0; kind < BT_LT_COUNT; kind++) {
-                bt_matrix_t *x = (bt_matrix_t *)(void *)((char *)&m->layers[i] + lt_field[kind]);
-                int64_t lo, hi;
-                if (!by_columns(share, kind) || x->data == NULL ||
-                    !kind_range(share, &m->hp, share->rank, kind, &lo, &hi))
-                    continue;
-                const size_t bytes = column_bytes(m, x, m->first + i, kind, lo, hi);
-                if (bytes == 0)
-                    return BT_ERR_ARG;
-                if (pass == 0) {
-                    total += (bytes + 63) / 64 * 64;
-                    continue;
-                }
-                narrow_columns(m, x, lo, hi, at);
-                at += (bytes + 63) / 64 * 64;
+    const int n_layer = m->last - m->first;
+    m->slices = calloc((size_t)n_layer * 2 + 1, sizeof *m->slices);
+    if (m->slices == NULL)
+        return BT_ERR_NOMEM;
+    for (int i = 0; i < n_layer; i++)
+        for (int kind = 0; kind < BT_LT_COUNT; kind++) {
+            bt_matrix_t *x = (bt_matrix_t *)(void *)((char *)&m->layers[i] + lt_field[kind]);
+            int64_t lo, hi;
+            if (!by_columns(share, kind) || x->data == NULL ||
+                !kind_range(share, &m->hp, share->rank, kind, &lo, &hi))
+                continue;
+            const size_t bytes = column_bytes(m, x, m->first + i, kind, lo, hi);
+            if (bytes == 0)
+                return BT_ERR_ARG;
+            uint8_t *dst = bt_alloc_huge(bytes);
+            if (dst == NULL) {
+                bt_log_error("model: %s: cannot allocate %zu bytes for a column share",
+                             m->gguf->path, bytes);
+                return BT_ERR_NOMEM;
             }
-        if (pass == 0 && total > 0 && (m->slices_copy = bt_alloc_huge(total)) == NULL) {
-            bt_log_error("model: %s: cannot allocate %zu bytes for the column shares",
-                         m->gguf->path, total);
-            return BT_ERR_NOMEM;
+            m->slices[m->n_slices++] = dst;
+            narrow_columns(m, x, lo, hi, dst);
         }
-        if (total == 0)
-            return BT_OK;
-    }
     return BT_OK;
+}
+
+/* Frees column share p (NULL: all of them). */
+static void free_slices(bt_model_t *m, const void *p)
+{
+    for (int i = 0; i < m->n_slices; i++)
+        if (m->slices[i] != NULL && (p == NULL || m->slices[i] == p)) {
+            free(m->slices[i]);
+            m->slices[i] = NULL;
+        }
 }
 
 bt_status_t bt_model_shard(bt_model_t *m, const bt_share_t *share)
@@ -1278,8 +1284,7 @@ bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
         m->output.data = (const uint8_t *)m->tok_embd.data +
                          (size_t)m->share.vocab[m->share.rank] * m->tok_embd.row_bytes;
     m->weights_copy = buf;
-    free(m->slices_copy); /* the column shares are in buf now */
-    m->slices_copy = NULL;
+    free_slices(m, NULL); /* the column shares are in buf now */
     free(w);
     return BT_OK;
 }
@@ -1386,6 +1391,14 @@ bt_status_t bt_model_pack(bt_model_t *m)
         page_range(w->data, w->row_bytes * (size_t)w->n_out * (size_t)n_mat, &lo, &len);
         if (drop && len > 0) /* mapped: the file's pages are not needed now */
             madvise(lo, len, MADV_DONTNEED);
+        for (int s = 0; s < m->n_slices; s++)
+            if (m->slices[s] != NULL && m->slices[s] == w->data) {
+                /* a column share's copy goes too: the cpu set reads only the
+                 * packed layout, and a read of data would fault, not find
+                 * stale bytes */
+                free_slices(m, w->data);
+                w->data = NULL;
+            }
     }
     return st;
 }
@@ -1476,7 +1489,9 @@ void bt_model_free(bt_model_t *m)
         return;
     free(m->packed_copy);
     free(m->weights_copy);
-    free(m->slices_copy);
+    if (m->slices != NULL)
+        free_slices(m, NULL);
+    free(m->slices);
     free(m->layers);
     bt_gguf_close(m->gguf);
     free(m);

@@ -161,7 +161,10 @@ typedef struct bt_model {
     uint64_t weight_bytes;   /* bytes of the tensors bound (each counted once) */
     void *weights_copy;      /* bound weights read into memory (--mmap 0), else NULL */
     void *packed_copy;       /* the packed copies, one block (bt_model_pack), or NULL */
-    void *slices_copy;       /* the column shares of a share.sum (bt_model_shard), or NULL */
+    void **slices;           /* [n_slices] the column shares of a share.sum (bt_model_shard),
+                              * each freed once packed (bt_model_pack: its matrix's data
+                              * is then NULL, the cpu set reading only the packed layout) */
+    int n_slices;
     uint64_t packed_bytes;   /* bytes of the packed copies */
     uint32_t file_type;      /* general.file_type, or the type of most weights */
     bt_share_t share;        /* this rank's share of each layer (size 1: all of it) */
@@ -179,7 +182,7 @@ bt_status_t bt_model_bind(bt_model_t *m, int first, int last, bool with_embed, b
  * head (bt_share_t): matrices and their biases are narrowed to their rows,
  * expert tensors to the rank's experts; norms, routers and the embedding
  * table stay whole. Under share->sum, attn_output and ffn_down keep their
- * columns instead, copied out (slices_copy; the mapped pages they were
+ * columns instead, copied out (slices; the mapped pages they were
  * read from are dropped): BT_ERR_ARG, with one message giving the numbers,
  * where a share's columns do not fall on the weights' block boundaries.
  * Call once, after bt_model_bind and before bt_model_place_weights, so
