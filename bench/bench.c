@@ -512,12 +512,18 @@ static bt_status_t prepare_outputs(bench_t *b)
     return bt_transport_agree(b->comm, st);
 }
 
-/* A test that is not run: -sm tensor with --pipeline 1 (the ranks form one
- * stage, which has no pipeline to fill; --pipeline not given makes such
- * tests pipeline 0 instead, bt_bench_tests). */
-static bool test_skipped(const bt_bench_test_t *t)
+/* Why a test is not run on n_ranks ranks, or NULL: -sm tensor with
+ * --pipeline 1 (the ranks form one stage, which has no pipeline to fill;
+ * --pipeline not given makes such tests pipeline 0 instead,
+ * bt_bench_tests), or --tp-comm allreduce where -sm tensor has one rank
+ * (nothing to add: the gather test is the same run). */
+static const char *test_skipped(const bt_bench_test_t *t, int n_ranks)
 {
-    return t->split_mode == BT_SPLIT_MODE_TENSOR && t->pipeline == 1;
+    if (t->split_mode == BT_SPLIT_MODE_TENSOR && t->pipeline == 1)
+        return "-sm tensor with --pipeline 1 (one stage has nothing to pipeline)";
+    if (t->tp_comm && test_tp(t, n_ranks) <= 1)
+        return "--tp-comm allreduce with one tensor rank (nothing to add)";
+    return NULL;
 }
 
 /* Whether a and b differ only in the test itself (ppN, tgN, pgN,M). */
@@ -534,10 +540,13 @@ static bool same_config(const bt_bench_test_t *a, const bt_bench_test_t *b)
 static int note_skipped(const bench_t *b, const bt_bench_test_t *tests, int n_tests, int i)
 {
     const bt_bench_test_t *t = &tests[i];
+    const char *why = test_skipped(t, b->size);
     char names[256] = "";
     size_t used = 0;
     int n = 0;
-    for (; i + n < n_tests && test_skipped(&tests[i + n]) && same_config(t, &tests[i + n]); n++) {
+    for (; i + n < n_tests && test_skipped(&tests[i + n], b->size) == why &&
+           same_config(t, &tests[i + n]);
+         n++) {
         char name[48];
         bt_bench_test_name(&tests[i + n], name, sizeof name);
         if (used < sizeof names)
@@ -545,8 +554,7 @@ static int note_skipped(const bench_t *b, const bt_bench_test_t *tests, int n_te
                                      name);
     }
     if (b->rank == 0)
-        bt_log_info("skipped: %s (-ub %d, -npl %d): -sm tensor with --pipeline 1 (one stage has "
-                    "nothing to pipeline)", names, t->ubatch, t->parallel);
+        bt_log_info("skipped: %s (-ub %d, -npl %d): %s", names, t->ubatch, t->parallel, why);
     return n;
 }
 
@@ -562,7 +570,7 @@ static int run_all(bench_t *b)
         bt_report_begin(stdout, prm->output);
     int n_rows = 0; /* printed: json separates rows by commas */
     for (int i = 0; i < n_tests && st == BT_OK; i++) {
-        if (test_skipped(&tests[i])) {
+        if (test_skipped(&tests[i], b->size) != NULL) {
             i += note_skipped(b, tests, n_tests, i) - 1;
             continue;
         }

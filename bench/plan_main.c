@@ -806,7 +806,8 @@ static int run_table(const plan_args_t *a, const loaded_t *L)
             continue;
         }
         const bt_plan_tensor_t tensor =
-            T > 1 ? tensor_costs(&L->hp, T, a->tp_allreduce, T <= R ? a->tp_latency_s : a->latency_s,
+            T > 1 ? tensor_costs(&L->hp, T, a->tp_allreduce,
+                                 T <= R ? a->tp_latency_s : a->latency_s,
                                  T <= R ? a->tp_bandwidth_Bps : a->bandwidth_Bps)
                   : (bt_plan_tensor_t){0};
         double best = -1;

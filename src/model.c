@@ -819,10 +819,12 @@ static bool kind_range(const bt_share_t *s, const bt_hparams_t *hp, int r, int k
         *lo = kv0 * hd, *hi = kv1 * hd;
         return true;
     case BT_LT_O: /* sum: the columns of its heads */
-        *lo = s->sum ? s->head[r] * hd : s->embd[r], *hi = s->sum ? s->head[r + 1] * hd : s->embd[r + 1];
+        *lo = s->sum ? s->head[r] * hd : s->embd[r];
+        *hi = s->sum ? s->head[r + 1] * hd : s->embd[r + 1];
         return true;
     case BT_LT_DOWN: /* sum: the columns of its hidden units */
-        *lo = s->sum ? s->ff[r] : s->embd[r], *hi = s->sum ? s->ff[r + 1] : s->embd[r + 1];
+        *lo = s->sum ? s->ff[r] : s->embd[r];
+        *hi = s->sum ? s->ff[r + 1] : s->embd[r + 1];
         return true;
     case BT_LT_O_BIAS: /* sum: whole, added once to the sum */
         *lo = s->embd[r], *hi = s->embd[r + 1];
@@ -1035,7 +1037,8 @@ static void page_range(const void *p, size_t bytes, char **lo, size_t *len)
 static bool in_file(const bt_model_t *m, const void *p)
 {
     const uint8_t *b = p;
-    return bt_gguf_file_mapped(m->gguf) && b >= m->gguf->map && b < m->gguf->map + m->gguf->file_size;
+    return bt_gguf_file_mapped(m->gguf) && b >= m->gguf->map &&
+           b < m->gguf->map + m->gguf->file_size;
 }
 
 /* Whether a matrix of kind is cut by its input columns under s. */
@@ -1233,7 +1236,6 @@ static int bound_weights(bt_model_t *m, weight_ref_t *w, int cap)
         add_matrix(w, cap, &n, &m->output);
     return n;
 }
-
 
 bt_status_t bt_model_place_weights(bt_model_t *m, bool use_mmap)
 {
@@ -1452,7 +1454,8 @@ void bt_model_memory_share(const bt_model_t *m, int tp, bool sum, bool packed, b
     const bt_lt_set_t allowed = layer_allowed(&m->hp, 0) | layer_allowed(&m->hp, m->hp.n_layer - 1);
     const bool tied = bt_gguf_find_tensor(g, "output.weight") == NULL;
     bt_share_t s;
-    if (bt_share_init(&m->hp, 0, tp, sum, &s) != BT_OK) /* a layout refused elsewhere: count it whole */
+    /* a layout refused elsewhere: count it whole */
+    if (bt_share_init(&m->hp, 0, tp, sum, &s) != BT_OK)
         bt_share_init(&m->hp, 0, 1, false, &s);
     const double vocab_most = (double)bt_share_largest(s.vocab, s.size) / m->hp.n_vocab;
     memset(layer, 0, sizeof *layer * (size_t)m->hp.n_layer);

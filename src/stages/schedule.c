@@ -118,8 +118,8 @@ static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t 
     const bt_hparams_t *hp = &p->model->hp;
     bt_stage_costs_t c = stage_costs(hp, cfg->head_share, layer_cost);
     uint64_t every;
-    bt_model_memory_share(p->model, p->tp_size, cfg->tp_allreduce, p->ops == &bt_ops_cpu, cfg->no_mmap,
-                          layer_bytes, &c.embed_bytes, &c.head_bytes, &every);
+    bt_model_memory_share(p->model, p->tp_size, cfg->tp_allreduce, p->ops == &bt_ops_cpu,
+                          cfg->no_mmap, layer_bytes, &c.embed_bytes, &c.head_bytes, &every);
     bt_share_t sh; /* bt_pipe_init checked that it splits the model */
     bt_share_init(hp, 0, p->tp_size, cfg->tp_allreduce, &sh);
     int kv_heads = 0; /* the largest share of the cache */
@@ -136,8 +136,9 @@ static bt_stage_costs_t stage_memory(const bt_pipe_t *p, const bt_pipe_config_t 
     c.head_bytes += (uint64_t)p->logit_rows * (uint64_t)hp->n_vocab * sizeof(float);
     const uint64_t msg = bt_act_bytes(cfg->max_tok, hp->n_embd);
     /* the gathers' buffers, and the logits of a last stage's vocabulary share */
-    c.rank_bytes = (every + bt_tensor_bytes(hp, p->tp_size, cfg->tp_allreduce, cfg->max_tok, p->logit_rows,
-                                            bt_share_largest(sh.vocab, sh.size)) +
+    c.rank_bytes = (every +
+                    bt_tensor_bytes(hp, p->tp_size, cfg->tp_allreduce, cfg->max_tok,
+                                    p->logit_rows, bt_share_largest(sh.vocab, sh.size)) +
                     bt_forward_buffer_bytes(hp, n_ctx, p->n_slots, cfg->max_tok, cfg->n_threads) +
                     BT_TRANSPORT_SLOTS * ((msg + 63) / 64 * 64) +
                     (uint64_t)trace_capacity(p, cfg) * sizeof(bt_event_t)) *

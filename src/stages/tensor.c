@@ -156,7 +156,8 @@ bt_status_t bt_tensor_init(bt_tensor_t *t, MPI_Comm comm, bt_forward_t *f, int l
     t->logit_rows = logit_rows;
     if (logit_rows > 0)
         t->logits = malloc((size_t)logit_rows * (size_t)m->output.n_out * sizeof(float));
-    if (!t->staging || !t->x || !t->rows || !t->counts || !t->displs || !t->rcounts || !t->rdispls ||
+    if (!t->staging || !t->x || !t->rows || !t->counts || !t->displs || !t->rcounts ||
+        !t->rdispls ||
         (logit_rows > 0 && !t->logits)) {
         bt_log_error("tensor parallelism: cannot allocate the gather buffers (%zu bytes)",
                      bt_tensor_bytes(hp, t->size, sum, f->max_tok, logit_rows,
