@@ -1015,9 +1015,11 @@ static int run_compare(const plan_args_t *a)
             worst_err = fabs(e);
             worst = i;
         }
-        printf("| %s | %d | %d | %d | %d | %d | %d | %s | %.1f | %.1f (%.1f) | %+.0f%% |\n",
-               r->test, r->n_ranks, T, r->n_threads, r->n_ubatch, r->pipeline, r->n_parallel,
-               r->layer_split, r->avg_ts, pr.model_ts, pr.sim_ts, 100 * e);
+        /* tp names the scheme where the ranks add partial sums */
+        printf("| %s | %d | %d%s | %d | %d | %d | %d | %s | %.1f | %.1f (%.1f) | %+.0f%% |\n",
+               r->test, r->n_ranks, T, !strcmp(r->tp_comm, "allreduce") ? " allreduce" : "",
+               r->n_threads, r->n_ubatch, r->pipeline, r->n_parallel, r->layer_split, r->avg_ts,
+               pr.model_ts, pr.sim_ts, 100 * e);
         if (a->trace != NULL && !traced && is_pp && r->n_ranks > 1) {
             bt_plan_sim_t sim;
             if (bt_plan_simulate_prefill(&pp, r->n_prompt, r->n_ubatch,
