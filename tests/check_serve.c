@@ -410,6 +410,68 @@ START_TEST(test_tensor_parallel)
 }
 END_TEST
 
+/* --tp-comm allreduce: the partial sums change the roundings against one
+ * rank (held to the golden tolerance, 1e-4 on this model, with the same
+ * greedy ids), but not against itself: for every T > 1 dividing the rank
+ * count, each greedy and seeded sampled request served among the others
+ * at --parallel 8 is bitwise its run alone at --parallel 1 on the same
+ * layout. */
+START_TEST(test_tensor_allreduce)
+{
+    for (int T = 2; T <= size; T++) {
+        if (size % T != 0)
+            continue;
+        bt_pipe_t suite_pipe = pipe_;
+        bt_pipe_config_t cfg = pipe_cfg;
+        cfg.tp = T;
+        cfg.tp_allreduce = 1;
+        ck_assert_int_eq(bt_pipe_init(&pipe_, MPI_COMM_WORLD, &cfg), BT_OK);
+        static solo_t alone[2][N_REQ]; /* greedy, sampled: run alone on this layout */
+        int ok = 1;
+        double worst = 0.0;
+        for (int smp = 0; smp <= 1; smp++)
+            for (int i = 0; i < N_REQ; i++) {
+                const solo_t *s = smp ? &sampled[i] : &greedy[i];
+                job_t j;
+                job_init(&j, s, 1);
+                serve(&j, 1, MAX_TOK, false, 0);
+                alone[smp][i] = *s;
+                alone[smp][i].rows = j.rows[0]; /* kept: job_free is not called */
+                memcpy(alone[smp][i].ids, j.ids[0], sizeof alone[smp][i].ids);
+                const size_t n = (size_t)(s->n_prompt + N_PREDICT - 1) * (size_t)n_vocab;
+                for (size_t k = 0; !smp && pipe_.last && !pipe_.follower && k < n; k++) {
+                    const double d = fabs((double)j.rows[0][k] - (double)s->rows[k]);
+                    worst = d > worst || d != d ? d : worst;
+                }
+                if (!smp && pipe_.world_rank == 0 &&
+                    memcmp(j.ids[0], s->ids, sizeof s->ids) != 0)
+                    ok = 0;
+            }
+        ok &= !(worst > 1e-4) && worst == worst;
+        ck_assert_msg(all_ok(ok), "%d ranks, -tp %d, allreduce: alone, logits %g from one "
+                      "rank's (tolerance 1e-4) or greedy ids differ", size, T, worst);
+        for (int smp = 0; smp <= 1; smp++) {
+            char what[96];
+            snprintf(what, sizeof what, "%d ranks, -tp %d allreduce, --parallel 8, %s", size, T,
+                     smp ? "sampled" : "greedy");
+            job_t j;
+            job_init(&j, alone[smp], N_REQ);
+            serve(&j, 8, MAX_TOK, false, 0);
+            ok = 1;
+            for (int i = 0; i < N_REQ; i++)
+                ok &= matches(&j, i, what);
+            job_free(&j);
+            ck_assert_msg(all_ok(ok), "%s: a sequence differs from its run alone", what);
+        }
+        for (int smp = 0; smp <= 1; smp++)
+            for (int i = 0; i < N_REQ; i++)
+                free(alone[smp][i].rows);
+        bt_pipe_free(&pipe_);
+        pipe_ = suite_pipe;
+    }
+}
+END_TEST
+
 /* The golden model's own sequence (ids 1..32) among the others. */
 START_TEST(test_golden_among_others)
 {
@@ -587,8 +649,10 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_context_full);
     tcase_add_test(tc, test_groups);
     tcase_add_test(tc, test_prompt_cache);
-    if (size > 1)
+    if (size > 1) {
         tcase_add_test(tc, test_tensor_parallel);
+        tcase_add_test(tc, test_tensor_allreduce);
+    }
     mpitest_run(s);
     bt_pipe_free(&pipe_);
     for (int i = 0; i < N_REQ; i++) {
