@@ -1328,11 +1328,12 @@ static size_t packed_bytes(bt_model_t *m, int i)
 }
 
 /* Packs x into dst PACK_CHUNK rows at a time (whole 16-row panels, the
- * packed layout's unit, so the bytes are those of one call); with drop
+ * packed layout's unit, in whole groups of 8 of them, cpu_fpanel.c's
+ * interleaved unit: so the bytes are those of one call); with drop
  * (mapped weights), each chunk's file pages go as soon as it is packed,
  * so a large matrix (a vocabulary's head) is never held twice: a rank's
  * peak memory is its weights, not its weights plus its largest matrix. */
-#define PACK_CHUNK 64
+#define PACK_CHUNK 128
 static void pack_chunks(const bt_matrix_t *x, char *dst, bool drop)
 {
     bt_matrix_t panel = *x;

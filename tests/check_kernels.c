@@ -640,6 +640,11 @@ START_TEST(test_matmul_padded_large)
     mm_case(type, 1024, 20, 3, 0, &r);
     /* enough tokens that packed F16/BF16 panels are widened to f32 first */
     mm_case(type, type == BT_TYPE_Q8_0 ? 96 : 67, 49, 40, 0, &r);
+    /* 19 panels: packed in groups of 8 (AVX-512; 4 with AVX2) interleaved
+     * by k and a partial last group, read by one token's whole groups and
+     * single panels, pairs for a few tokens, widened pairs for more */
+    for (int t = 1; t <= 33; t += 8)
+        mm_case(type, type == BT_TYPE_Q8_0 ? 64 : 40, 300, t, 0, &r);
 }
 END_TEST
 

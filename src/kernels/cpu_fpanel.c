@@ -6,11 +6,15 @@
  * so the two differ in rounding only). Rows are laid out in panels of 16,
  * element k of the 16 rows side by side (the last panel padded with zero
  * rows), so one vector load (AVX-512; two with AVX2) gives 16 rows' w[k]
- * and one broadcast x[k] feeds them all: a panel streams through
- * contiguously (decode runs at memory speed) and a broadcast of one
- * token's x[k] serves 16 rows (prefill at the FMA rate), with the chains
- * of several tokens, or of several panels for one token, in flight. A
- * chain is the same in either build, so their results are the same bits.
+ * and one broadcast x[k] feeds them all, and a broadcast of one token's
+ * x[k] serves 16 rows (prefill at the FMA rate), with the chains of several
+ * tokens, or of several panels for one token, in flight. The panels go in
+ * groups of GEMV_WIDE, interleaved by k: the group's k-th vectors side by
+ * side, then its (k+1)-th (the last group: what is left of the panels). A
+ * one-token unit of a group so reads one stream from memory, where a panel
+ * after panel layout gave it GEMV_WIDE streams: on a Zen 4, 28-33 GB/s
+ * against 22-30 (docs/benchmarking.md, 2026-12-07). A chain is the same in
+ * either build and layout, so their results are the same bits.
  *
  * bt_cpu_fpanel_pack writes the panels once (bt_model_pack, in the
  * weights' own type); for weights not packed, each thread packs a panel
@@ -29,16 +33,17 @@
 #if BT_SIMD16
 
 /* Chains in flight per call. One token (decode): 8 panels at a time with
- * AVX-512, 4 with AVX2 (one thread: more streams, more loads in flight;
- * short rows: their starts overlap), but 2 for rows longer than
- * GEMV_WIDE_MAX bytes when several threads share the memory (with 8, two
- * threads gave it 16 streams and got 26 GB/s where 2 x 2 got 44).
- * Prefill: 8 tokens of one panel in AVX-512's 32 registers, 6 tokens (12
- * accumulators) in AVX2's 16. */
+ * AVX-512, 4 with AVX2: a group's one stream (F16, BF16), or one stream a
+ * panel (F32: one thread, more streams, more loads in flight; short rows:
+ * their starts overlap), but then 2 for rows longer than GEMV_WIDE_MAX
+ * bytes when several threads share the memory (with 8, two threads gave it
+ * 16 streams and got 26 GB/s where 2 x 2 got 44). Prefill: 8 tokens of one
+ * panel in AVX-512's 32 registers, 6 tokens (12 accumulators) in AVX2's
+ * 16. */
 #define GEMV_WIDE_MAX (40 << 10)
-/* Fewer panels than this a thread (two wide units): units of 2 panels
- * instead, so that a small product (a mixture's router, 8 panels) still
- * gives every thread a share, and an even one. */
+/* Fewer panels alone than this a thread (two wide units): units of 2
+ * panels instead, so that a small product (a mixture's router, 8 panels)
+ * still gives every thread a share, and an even one. */
 #define GEMV_FEW (2 * GEMV_WIDE)
 /* A unit of panels up to this many bytes prefetches its thread's next
  * unit while it is computed, spread over its k steps, into L2
@@ -51,9 +56,10 @@
 #define PF_UNIT_MAX (1024 << 10)
 #define PF_LOCALITY 2
 /* Where the CPU wants software prefetches for one-token products
- * (bt_weight_prefetch), each of a one-token unit's panel streams instead
- * prefetches its own weights this many bytes ahead into L1, and the next
- * unit is left alone: on a Xeon (Sapphire Rapids class) llama-1b's F16
+ * (bt_weight_prefetch), a one-token unit instead prefetches its own
+ * weights into L1, each panel's this many bytes ahead (the steps of a
+ * panel's vectors; the unit's stream is then P times that ahead), and the
+ * next unit is left alone: on a Xeon (Sapphire Rapids class) llama-1b's F16
  * GEMVs on one thread rose from 72-78% of the read bandwidth to 89-96%
  * (0.5 and 1 KiB ahead: 81-94%, 4 KiB: 85-92%; the next-unit prefetch
  * alone 72-78%, and with the streams' 2 KiB: 80-85%; docs/benchmarking.md
@@ -96,39 +102,70 @@ size_t bt_cpu_fpanel_bytes(uint32_t type, int64_t n_in, int64_t n_out)
 }
 
 /* Rows r0 .. r0 + 15 of W (those below n_out) as one panel at dst, in
- * element type et (the weights' own, or f32). */
-static void pack_panel(uint8_t *restrict dst, int et, const bt_matrix_t *w, int64_t r0)
+ * element type et (the weights' own, or f32), its k-th vector kv elements
+ * after its (k-1)-th (16: a panel alone; the group's 16 x panels when
+ * interleaved). Rows past n_out are left as they are (zeroed by the
+ * caller). */
+static void pack_panel(uint8_t *restrict dst, int et, const bt_matrix_t *w, int64_t r0,
+                       size_t kv)
 {
     const int et_src = elem_type(w->type);
-    const size_t es = elem_bytes(et);
-    memset(dst, 0, (size_t)w->n_in * 16 * es);
     for (int r = 0; r < 16 && r0 + r < w->n_out; r++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes;
         if (et == ET_F32 && et_src == ET_F32) {
             const float *src = (const float *)row;
             float *o = (float *)dst + r;
             for (int64_t k = 0; k < w->n_in; k++)
-                o[16 * k] = src[k];
+                o[kv * (size_t)k] = src[k];
         } else if (et == et_src) { /* f16 or bf16 as they are */
             const uint16_t *src = (const uint16_t *)row;
             uint16_t *o = (uint16_t *)dst + r;
             for (int64_t k = 0; k < w->n_in; k++)
-                o[16 * k] = src[k];
+                o[kv * (size_t)k] = src[k];
         } else { /* to f32, exactly */
             const uint16_t *src = (const uint16_t *)row;
             float *o = (float *)dst + r;
             for (int64_t k = 0; k < w->n_in; k++)
-                o[16 * k] = et_src == ET_F16 ? bt_f16_to_f32(src[k]) : bt_bf16_to_f32(src[k]);
+                o[kv * (size_t)k] = et_src == ET_F16 ? bt_f16_to_f32(src[k]) : bt_bf16_to_f32(src[k]);
         }
     }
+}
+
+/* Where packed panel p of a matrix of n_panels panels and n_in columns
+ * lies (vb: bytes of one panel's vector): in a whole group of GEMV_WIDE,
+ * its k-th vector at the group's start + (p's place in it) * vb + k *
+ * GEMV_WIDE * vb; the panels past the last whole group each alone, panel
+ * after panel (k * vb). F16 and BF16 only (vb 32): F32's panels, a line a
+ * vector, read as fast or faster alone (llama-1b's one-token products on
+ * a Zen 4: 28-34 GB/s alone, 26-33 grouped). The layout of a panel depends
+ * on the panels before it alone, so packing a matrix in chunks of whole
+ * groups (model.c) gives the bytes of one call. */
+static bool in_group(int64_t p, int64_t n_panels, size_t vb)
+{
+    return vb == 32 && p < n_panels / GEMV_WIDE * GEMV_WIDE;
+}
+
+static size_t panel_at(int64_t p, int64_t n_panels, int64_t n_in, size_t vb)
+{
+    if (!in_group(p, n_panels, vb))
+        return (size_t)p * (size_t)n_in * vb;
+    return (size_t)(p / GEMV_WIDE * GEMV_WIDE) * (size_t)n_in * vb + (size_t)(p % GEMV_WIDE) * vb;
+}
+
+static size_t panel_kstride(int64_t p, int64_t n_panels, size_t vb)
+{
+    return in_group(p, n_panels, vb) ? GEMV_WIDE * vb : vb;
 }
 
 void bt_cpu_fpanel_pack(uint8_t *restrict dst, const bt_matrix_t *w)
 {
     const int et = elem_type(w->type);
-    const size_t stride = (size_t)w->n_in * 16 * elem_bytes(et);
-    for (int64_t p = 0; p < (w->n_out + 15) / 16; p++)
-        pack_panel(dst + (size_t)p * stride, et, w, 16 * p);
+    const size_t vb = 16 * elem_bytes(et);
+    const int64_t n_panels = (w->n_out + 15) / 16;
+    memset(dst, 0, (size_t)n_panels * (size_t)w->n_in * vb); /* the last panel's padding */
+    for (int64_t p = 0; p < n_panels; p++)
+        pack_panel(dst + panel_at(p, n_panels, w->n_in, vb), et, w, 16 * p,
+                   panel_kstride(p, n_panels, vb) / elem_bytes(et));
 }
 
 static inline __attribute__((always_inline)) v16f load16(const uint8_t *p, const int et)
@@ -136,19 +173,34 @@ static inline __attribute__((always_inline)) v16f load16(const uint8_t *p, const
     return et == ET_F32 ? v16f_load(p) : et == ET_F16 ? v16f_load_f16(p) : v16f_load_bf16(p);
 }
 
-/* P panels (pstride bytes apart) times T tokens: out[t * ldo + 16 p + i]
- * for the first nr rows of the P panels. P, T and et are constants after
- * inlining. pf, unless NULL: the next unit's P panels, which step k
- * prefetches the k-th P * 16 elements of, so that they stream in while
- * these are computed (see fpanel_share). ahead (a constant): each panel
- * prefetches its own weights PF_AHEAD bytes ahead. */
+/* A unit's panels in memory: panel p's k-th vector at pw + p * pstride +
+ * k * kstride (interleaved in a group: pstride one vector, kstride the
+ * group's; panels alone, or f32 in a thread's scratch: pstride the panel,
+ * kstride one vector). pf, unless NULL: the next unit, whose P vectors'
+ * bytes of step k start at pf + k * pf_kstride. */
+typedef struct fp_unit {
+    const uint8_t *pw;
+    size_t pstride, kstride;
+    const uint8_t *pf;
+    size_t pf_kstride;
+} fp_unit_t;
+
+/* P panels times T tokens: out[t * ldo + 16 p + i] for the first nr rows
+ * of the unit's P panels. P, T and et are constants after inlining. pf,
+ * unless NULL: step k prefetches the next unit's k-th vectors, so that
+ * they stream in while these are computed (see fpanel_share). ahead (a
+ * constant): step k prefetches the unit's own vectors of step k + PF_AHEAD
+ * / (bytes of a vector): PF_AHEAD bytes ahead in each panel's stream. */
 static inline __attribute__((always_inline)) void
-fpanel_loop(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstride,
-            const float *restrict x, int64_t n_in, const uint8_t *pf, const int P, const int T,
-            const int et, const bool ahead)
+fpanel_loop(float *restrict out, size_t ldo, int nr, const fp_unit_t *u,
+            const float *restrict x, int64_t n_in, const int P, const int T, const int et,
+            const bool ahead)
 {
     const size_t es = elem_bytes(et);
-    const size_t pf_step = (size_t)P * 16 * es; /* bytes of the next unit per step */
+    const size_t vb = 16 * es, pstride = u->pstride, kstride = u->kstride;
+    const uint8_t *pw = u->pw, *pf = u->pf;
+    const size_t pf_step = (size_t)P * vb; /* bytes of the next unit per step */
+    const size_t ahead_k = PF_AHEAD / vb;   /* steps */
     v16f acc[GEMV_WIDE][GEMM_TOKENS];
 #pragma GCC unroll 8
     for (int p = 0; p < P; p++)
@@ -160,15 +212,16 @@ fpanel_loop(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t p
         if (pf != NULL) /* a constant: fpanel compiles the loop with and without */
 #pragma GCC unroll 8
             for (size_t b = 0; b < pf_step; b += 64)
-                __builtin_prefetch(pf + (size_t)k * pf_step + b, 0, PF_LOCALITY);
-        if (ahead && ((size_t)k * 16 * es) % 64 == 0) /* once a cache line */
+                __builtin_prefetch(pf + (size_t)k * u->pf_kstride + b, 0, PF_LOCALITY);
+        /* the unit's vectors side by side (packed units): each line once */
+        if (ahead && (kstride >= 64 || k % 2 == 0))
 #pragma GCC unroll 8
-            for (int p = 0; p < P; p++)
-                __builtin_prefetch(pw + (size_t)p * pstride + (size_t)k * 16 * es + PF_AHEAD, 0, 3);
+            for (size_t b = 0; b < pf_step; b += 64)
+                __builtin_prefetch(pw + ((size_t)k + ahead_k) * kstride + b, 0, 3);
         v16f w[GEMV_WIDE];
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++)
-            w[p] = load16(pw + (size_t)p * pstride + (size_t)k * 16 * es, et);
+            w[p] = load16(pw + (size_t)p * pstride + (size_t)k * kstride, et);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const v16f xb = v16f_set1(x[(size_t)t * n_in + k]);
@@ -186,34 +239,33 @@ fpanel_loop(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t p
 }
 
 static inline __attribute__((always_inline)) void
-fpanel(float *restrict out, size_t ldo, int nr, const uint8_t *pw, size_t pstride,
-       const float *restrict x, int64_t n_in, const uint8_t *pf, const int P, const int T,
-       const int et)
+fpanel(float *restrict out, size_t ldo, int nr, const fp_unit_t *u, const float *restrict x,
+       int64_t n_in, const int P, const int T, const int et)
 {
-    if (pf != NULL)
-        fpanel_loop(out, ldo, nr, pw, pstride, x, n_in, pf, P, T, et, false);
-    else
-        fpanel_loop(out, ldo, nr, pw, pstride, x, n_in, NULL, P, T, et, false);
+    if (u->pf != NULL) {
+        fpanel_loop(out, ldo, nr, u, x, n_in, P, T, et, false);
+    } else {
+        const fp_unit_t v = {u->pw, u->pstride, u->kstride, NULL, 0};
+        fpanel_loop(out, ldo, nr, &v, x, n_in, P, T, et, false);
+    }
 }
 
-typedef void (*fpanel_fn)(float *restrict, size_t, int, const uint8_t *, size_t,
-                          const float *restrict, int64_t, const uint8_t *);
+typedef void (*fpanel_fn)(float *restrict, size_t, int, const fp_unit_t *,
+                          const float *restrict, int64_t);
 
 #define FPANEL(name, P, T, et)                                                                 \
-    static void fp_##name##_##P##_##T(float *restrict o, size_t ldo, int nr, const uint8_t *pw, \
-                                      size_t ps, const float *restrict x, int64_t n,            \
-                                      const uint8_t *pf)                                        \
+    static void fp_##name##_##P##_##T(float *restrict o, size_t ldo, int nr, const fp_unit_t *u, \
+                                      const float *restrict x, int64_t n)                       \
     {                                                                                           \
-        fpanel(o, ldo, nr, pw, ps, x, n, pf, P, T, et);                                         \
+        fpanel(o, ldo, nr, u, x, n, P, T, et);                                                  \
     }
-/* P panels, T tokens, each panel prefetching its own stream (PF_AHEAD) */
+/* P panels, T tokens, prefetching the unit's own vectors ahead (PF_AHEAD) */
 #define FPANEL_AHEAD(name, P, T, et)                                                           \
     static void fpa_##name##_##P##_##T(float *restrict o, size_t ldo, int nr,                   \
-                                       const uint8_t *pw, size_t ps, const float *restrict x,   \
-                                       int64_t n, const uint8_t *pf)                            \
+                                       const fp_unit_t *u, const float *restrict x, int64_t n)  \
     {                                                                                           \
-        (void)pf;                                                                               \
-        fpanel_loop(o, ldo, nr, pw, ps, x, n, NULL, P, T, et, true);                            \
+        const fp_unit_t v = {u->pw, u->pstride, u->kstride, NULL, 0};                           \
+        fpanel_loop(o, ldo, nr, &v, x, n, P, T, et, true);                                      \
     }
 #ifdef BT_SIMD16_AVX512
 #define FPANELS(name, et)                                                                      \
@@ -263,12 +315,13 @@ static const fpanel_kernels_t fpanel_kernels[3] = {
     FPANEL_KERNELS(f32), FPANEL_KERNELS(f16), FPANEL_KERNELS(bf16)};
 
 /* Threads take contiguous shares of the work units: groups of panels for
- * one token (GEMV_WIDE or 2), pairs of panels for more with AVX-512 (two
- * weight streams and 2 x GEMM_TOKENS chains in flight: a small batch of
- * decode rows reads each panel from memory once and keeps both FMA ports
- * busy), single panels with AVX2. Unpacked weights: a thread packs each
- * panel it takes into its scratch (16 n_in floats; the scratch holds 32
- * per thread) as f32, one panel at a time. */
+ * one token (GEMV_WIDE, a packed group: one stream; or 2), pairs of panels
+ * for more with AVX-512 (two weight streams and 2 x GEMM_TOKENS chains in
+ * flight: a small batch of decode rows reads each panel from memory once
+ * and keeps both FMA ports busy), single panels with AVX2. A unit never
+ * spans two groups (GEMV_WIDE is a multiple of the unit). Unpacked
+ * weights: a thread packs each panel it takes into its scratch (16 n_in
+ * floats; the scratch holds 32 per thread) as f32, one panel at a time. */
 static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                          int n_tok, const bt_scratch_t *s, int me, int nth)
 {
@@ -283,22 +336,25 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
      * conversions, the same chains: the same bits. */
     const bool widen = packed && et != ET_F32 && n_tok >= WIDEN_TOKENS;
     const fpanel_kernels_t *k = &fpanel_kernels[widen ? ET_F32 : et];
-    const size_t pstride_w = (size_t)n_in * 16 * elem_bytes(et);
-    const size_t pstride = widen ? (size_t)n_in * 16 * sizeof(float) : pstride_w;
+    const size_t vb = 16 * elem_bytes(et); /* one panel's vector, as held */
+    const size_t own_stride = (size_t)n_in * 16 * sizeof(float); /* a panel in the scratch */
 #ifdef BT_SIMD16_AVX512
     const int pair = packed ? 2 : 1;
 #else
     const int pair = 1;
 #endif
-    const int per_unit = !packed ? 1
-                       : n_tok > 1 ? pair
-                       : nth == 1 || (pstride <= GEMV_WIDE_MAX && n_panels >= GEMV_FEW * nth)
-                           ? GEMV_WIDE
-                           : 2;
+    /* one token: GEMV_WIDE panels, a whole group's one stream, wherever
+     * there is a group (pairs inside a group would each read one line of
+     * its rows of vectors: two threads on smollm2's 576 -> 192, 12 panels,
+     * read 15-19 GB/s so, against 22-25 with whole units); panels alone as
+     * GEMV_WIDE_MAX and GEMV_FEW say */
+    const bool wide = nth == 1 || in_group(0, n_panels, vb) ||
+                      ((size_t)n_in * vb <= GEMV_WIDE_MAX && n_panels >= GEMV_FEW * nth);
+    const int per_unit = !packed ? 1 : n_tok > 1 ? pair : wide ? GEMV_WIDE : 2;
     const int64_t n_units = (n_panels + per_unit - 1) / per_unit;
-    /* one token, or a pair of panels for a few: the panels' own streams
-     * prefetch where the CPU wants it (PF_AHEAD), else the next unit does
-     * (PF_UNIT_MAX) */
+    /* one token, or a pair of panels for a few: the unit's stream
+     * prefetches ahead where the CPU wants it (PF_AHEAD), else the next
+     * unit does (PF_UNIT_MAX) */
     const bool ahead = packed && !widen && (n_tok == 1 || per_unit == 2) && bt_weight_prefetch();
     {
         const int64_t u0 = n_units * me / nth, u1 = n_units * (me + 1) / nth;
@@ -306,51 +362,67 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
         for (int64_t u = u0; u < u1; u++) {
             const int64_t p0 = u * per_unit, r0 = 16 * p0;
             const int nr = n_out - r0 < 16 * per_unit ? (int)(n_out - r0) : 16 * per_unit;
-            const uint8_t *pw, *pf = NULL;
-            if (widen) {
-                const uint8_t *src = (const uint8_t *)w->packed + (size_t)p0 * pstride_w;
-                for (int p = 0; p < per_unit && p0 + p < n_panels; p++)
-                    for (int64_t i = 0; i < 16 * n_in; i += 16)
-                        v16f_store_n((float *)(void *)(own + (size_t)p * pstride) + i,
-                                     load16(src + (size_t)p * pstride_w + (size_t)i * elem_bytes(et),
-                                            et),
+            /* the unit as held (packed: inside its group, or panels alone) */
+            const uint8_t *src =
+                packed ? (const uint8_t *)w->packed + panel_at(p0, n_panels, n_in, vb) : NULL;
+            const size_t kstride = panel_kstride(p0, n_panels, vb);
+            const size_t pstride = in_group(p0, n_panels, vb) ? vb : (size_t)n_in * vb;
+            fp_unit_t un = {src, pstride, kstride, NULL, 0};
+            const int64_t q0 = p0 + per_unit; /* the next unit, where this thread has it whole */
+            const bool next = u + 1 < u1 && q0 + per_unit <= n_panels;
+            /* its bytes a step: a group's row of vectors, or (panels alone,
+             * one after another) per_unit vectors of a linear walk */
+            const size_t next_kstride = in_group(q0, n_panels, vb) ? GEMV_WIDE * vb : per_unit * vb;
+            if (widen) { /* step by step: a group's pair shares each line */
+                const int np = n_panels - p0 < per_unit ? (int)(n_panels - p0) : per_unit;
+                for (int64_t i = 0; i < n_in; i++)
+                    for (int p = 0; p < np; p++)
+                        v16f_store_n((float *)(void *)(own + (size_t)p * own_stride) + 16 * i,
+                                     load16(src + (size_t)p * pstride + (size_t)i * kstride, et),
                                      16);
-                pw = own;
-                /* The f32 kernel's prefetch steps are twice the source's:
-                 * it fetches the next two units (the second again with the
-                 * next), so both must be inside the weights. */
-                if (u + 1 < u1 && (u + 3) * per_unit <= n_panels)
-                    pf = src + (size_t)per_unit * pstride_w;
+                un = (fp_unit_t){own, own_stride, 16 * sizeof(float), NULL, 0};
+                /* the next unit as held (the f32 kernel's steps fetch twice
+                 * a source step's bytes: that unit's vectors and the next) */
+                if (next) {
+                    un.pf = (const uint8_t *)w->packed + panel_at(q0, n_panels, n_in, vb);
+                    un.pf_kstride = next_kstride;
+                }
             } else if (packed) {
-                pw = (const uint8_t *)w->packed + (size_t)p0 * pstride;
-                if (!ahead && u + 1 < u1 && (u + 2) * per_unit <= n_panels &&
-                    (size_t)per_unit * pstride <= PF_UNIT_MAX)
-                    pf = pw + (size_t)per_unit * pstride;
+                if (!ahead && n_tok > 1 && next &&
+                    (size_t)per_unit * (size_t)n_in * vb <= PF_UNIT_MAX) {
+                    un.pf = (const uint8_t *)w->packed + panel_at(q0, n_panels, n_in, vb);
+                    un.pf_kstride = next_kstride;
+                }
             } else {
-                pack_panel(own, ET_F32, w, r0);
-                pw = own;
+                memset(own, 0, own_stride);
+                pack_panel(own, ET_F32, w, r0, 16);
+                un = (fp_unit_t){own, own_stride, 16 * sizeof(float), NULL, 0};
             }
             if (n_tok == 1 && per_unit > 1 && nr == 16 * per_unit) {
                 const fpanel_fn f = ahead ? (per_unit == 2 ? k->gemv2_ahead : k->gemv_wide_ahead)
                                           : (per_unit == 2 ? k->gemv2 : k->gemv_wide);
-                f(out + r0, (size_t)n_out, nr, pw, pstride, x, n_in, pf);
+                f(out + r0, (size_t)n_out, nr, &un, x, n_in);
                 continue;
             }
             for (int t = 0; t < n_tok; t += GEMM_TOKENS) {
                 const int tt = n_tok - t < GEMM_TOKENS ? n_tok - t : GEMM_TOKENS;
                 float *o = out + (size_t)t * n_out + r0;
                 const float *xt = x + (size_t)t * n_in;
+                fp_unit_t ut = un; /* the next unit prefetched in the first pass only */
+                ut.pf = t == 0 ? un.pf : NULL;
 #ifdef BT_SIMD16_AVX512
                 if (per_unit == 2 && nr == 32) {
-                    (ahead ? k->gemm2_ahead : k->gemm2)[tt - 1](o, (size_t)n_out, nr, pw, pstride,
-                                                                xt, n_in, t == 0 ? pf : NULL);
+                    (ahead ? k->gemm2_ahead : k->gemm2)[tt - 1](o, (size_t)n_out, nr, &ut, xt,
+                                                                n_in);
                     continue;
                 }
 #endif
-                for (int p = 0; p < per_unit && 16 * p < nr; p++)
-                    k->gemm[tt - 1](o + 16 * p, (size_t)n_out, nr - 16 * p,
-                                    pw + (size_t)p * pstride, pstride, xt, n_in,
-                                    t == 0 && p == 0 ? pf : NULL);
+                for (int p = 0; p < per_unit && 16 * p < nr; p++) {
+                    fp_unit_t up = ut;
+                    up.pw = ut.pw + (size_t)p * ut.pstride;
+                    up.pf = p == 0 ? ut.pf : NULL;
+                    k->gemm[tt - 1](o + 16 * p, (size_t)n_out, nr - 16 * p, &up, xt, n_in);
+                }
             }
         }
     }
