@@ -8,13 +8,14 @@
  * rows), so one vector load (AVX-512; two with AVX2) gives 16 rows' w[k]
  * and one broadcast x[k] feeds them all, and a broadcast of one token's
  * x[k] serves 16 rows (prefill at the FMA rate), with the chains of several
- * tokens, or of several panels for one token, in flight. The panels go in
- * groups of GEMV_WIDE, interleaved by k: the group's k-th vectors side by
- * side, then its (k+1)-th (the last group: what is left of the panels). A
- * one-token unit of a group so reads one stream from memory, where a panel
- * after panel layout gave it GEMV_WIDE streams: on a Zen 4, 28-33 GB/s
- * against 22-30 (docs/benchmarking.md, 2026-12-07). A chain is the same in
- * either build and layout, so their results are the same bits.
+ * tokens, or of several panels for one token, in flight. F16 and BF16
+ * panels go in groups of GEMV_WIDE, interleaved by k: the group's k-th
+ * vectors side by side, then its (k+1)-th (panel_at: the panels past the
+ * last whole group, and F32's, panel after panel). A one-token unit of a
+ * group so reads one stream from memory, where a panel after panel layout
+ * gave it GEMV_WIDE streams: on a Zen 4, 27-35 GB/s against 25-29 of 31
+ * (docs/benchmarking.md, 2026-12-07). A chain is the same in either build
+ * and layout, so their results are the same bits.
  *
  * bt_cpu_fpanel_pack writes the panels once (bt_model_pack, in the
  * weights' own type); for weights not packed, each thread packs a panel
@@ -126,7 +127,8 @@ static void pack_panel(uint8_t *restrict dst, int et, const bt_matrix_t *w, int6
             const uint16_t *src = (const uint16_t *)row;
             float *o = (float *)dst + r;
             for (int64_t k = 0; k < w->n_in; k++)
-                o[kv * (size_t)k] = et_src == ET_F16 ? bt_f16_to_f32(src[k]) : bt_bf16_to_f32(src[k]);
+                o[kv * (size_t)k] =
+                    et_src == ET_F16 ? bt_f16_to_f32(src[k]) : bt_bf16_to_f32(src[k]);
         }
     }
 }
