@@ -84,32 +84,14 @@ static bt_status_t parse_item(const char *flag, const char *item, long min, long
     return BT_OK;
 }
 
-/* A split mode's name (-sm) as an item of a list; min and max unused. */
-static bt_status_t parse_mode_item(const char *flag, const char *item, long min, long max,
-                                   bt_int_list_t *l, int *cap)
-{
-    (void)min, (void)max;
-    int mode;
-    bt_status_t st = bt_parse_split_mode(flag, item, &mode);
-    return st == BT_OK ? push(l, cap, mode) : st;
-}
+/* A name of a list of names (-sm, --tp-comm) to its value, as args.h's
+ * parsers take it: one message and BT_ERR_ARG for a name it does not know. */
+typedef bt_status_t (*name_fn)(const char *flag, const char *s, int *out);
 
-/* A --tp-comm name as an item of a list; min and max unused. */
-static bt_status_t parse_tp_comm_item(const char *flag, const char *item, long min, long max,
-                                      bt_int_list_t *l, int *cap)
-{
-    (void)min, (void)max;
-    int allreduce;
-    bt_status_t st = bt_parse_tp_comm(flag, item, &allreduce);
-    return st == BT_OK ? push(l, cap, allreduce) : st;
-}
-
-typedef bt_status_t (*item_fn)(const char *flag, const char *item, long min, long max,
-                               bt_int_list_t *l, int *cap);
-
-/* The comma-separated items of s, each through one, into *out (replaced
- * only on success). */
-static bt_status_t parse_items(const char *flag, const char *s, item_fn one, long min, long max,
+/* The comma-separated items of s into *out (replaced only on success):
+ * names through name, or where name is NULL numbers and ranges in
+ * min..max (parse_item). */
+static bt_status_t parse_items(const char *flag, const char *s, name_fn name, long min, long max,
                                bt_int_list_t *out)
 {
     if (*s == '\0' || *s == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,") != NULL) {
@@ -123,8 +105,13 @@ static bt_status_t parse_items(const char *flag, const char *s, item_fn one, lon
     int cap = 0;
     bt_status_t st = BT_OK;
     for (char *item = strtok_r(copy, ",", &save); item && st == BT_OK;
-         item = strtok_r(NULL, ",", &save))
-        st = one(flag, item, min, max, &l, &cap);
+         item = strtok_r(NULL, ",", &save)) {
+        int v;
+        if (name == NULL)
+            st = parse_item(flag, item, min, max, &l, &cap);
+        else if ((st = name(flag, item, &v)) == BT_OK)
+            st = push(&l, &cap, v);
+    }
     free(copy);
     if (st != BT_OK) {
         free(l.v);
@@ -138,21 +125,7 @@ static bt_status_t parse_items(const char *flag, const char *s, item_fn one, lon
 bt_status_t bt_parse_list(const char *flag, const char *s, long min, long max,
                           bt_int_list_t *out)
 {
-    return parse_items(flag, s, parse_item, min, max, out);
-}
-
-/* -sm layer,tensor: names, as bt_parse_split_mode takes them, into out
- * (replaced only on success). */
-static bt_status_t parse_split_modes(const char *flag, const char *s, bt_int_list_t *out)
-{
-    return parse_items(flag, s, parse_mode_item, 0, 0, out);
-}
-
-/* --tp-comm gather,allreduce: names, as bt_parse_tp_comm takes them, into
- * out (replaced only on success). */
-static bt_status_t parse_tp_comms(const char *flag, const char *s, bt_int_list_t *out)
-{
-    return parse_items(flag, s, parse_tp_comm_item, 0, 0, out);
+    return parse_items(flag, s, NULL, min, max, out);
 }
 
 void bt_int_list_free(bt_int_list_t *l)
@@ -445,12 +418,12 @@ bt_status_t bt_bench_params_parse(int argc, char **argv, int default_threads,
             li = BT_LIST_PIPELINE, min = 0, max = 1;
             p->pipeline_given = true;
         } else if (!strcmp(a, "-sm") || !strcmp(a, "--split-mode")) {
-            st = parse_split_modes(a, val, &p->split_mode);
+            st = parse_items(a, val, bt_parse_split_mode, 0, 0, &p->split_mode);
             lists_set[BT_LIST_SPLIT_MODE] = true;
         } else if (!strcmp(a, "-tp") || !strcmp(a, "--tensor-parallel")) {
             li = 7, max = BT_TP_MAX;
         } else if (!strcmp(a, "--tp-comm")) {
-            st = parse_tp_comms(a, val, &p->tp_comm);
+            st = parse_items(a, val, bt_parse_tp_comm, 0, 0, &p->tp_comm);
             lists_set[BT_LIST_TP_COMM] = true;
         } else if (!strcmp(a, "-npl") || !strcmp(a, "--parallel")) {
             li = 6, max = BT_MAX_PARALLEL;
