@@ -138,6 +138,23 @@ static bt_pipe_config_t config(const char *path, int ubatch, const double *ratio
     };
 }
 
+/* One run of the prompt and N_GEN decode steps on p: every row's logits
+ * into rows (NaN first: a row never written cannot match) on the rank
+ * that has them, the greedy ids into ids on the rank that has them. The
+ * prefill's status (its failure left to the caller to report). */
+static bt_status_t run_once(bt_pipe_t *p, const refmodel_t *r, int ubatch, bt_pipe_mode_t mode,
+                            float *rows, int32_t *ids)
+{
+    collect_t c = {rows, r->n_vocab};
+    memset(rows, 0xff, sizeof(float) * (size_t)(N_PROMPT + N_GEN) * r->n_vocab);
+    bt_status_t st = bt_pipe_prefill(p, tokens, N_PROMPT, 0, ubatch, mode, collect_rows, &c,
+                                     &ids[0]);
+    for (int i = 0; st == BT_OK && i < N_GEN; i++)
+        ck_assert_int_eq(bt_pipe_decode(p, ids[i], N_PROMPT + i, collect_rows, &c, &ids[i + 1]),
+                         BT_OK);
+    return st;
+}
+
 /* Runs prompt + decode through one pipeline reps times and compares each
  * run with the reference; returns 1 when all are equal on this rank. */
 static int pipeline_matches_reps(const refmodel_t *r, int ubatch, bt_pipe_mode_t mode,
@@ -147,19 +164,14 @@ static int pipeline_matches_reps(const refmodel_t *r, int ubatch, bt_pipe_mode_t
     bt_pipe_config_t cfg = config(r->path, ubatch, ratios, n_ratios);
     ck_assert_int_eq(bt_pipe_init(&p, MPI_COMM_WORLD, &cfg), BT_OK);
     const size_t bytes = sizeof(float) * (size_t)(N_PROMPT + N_GEN) * r->n_vocab;
-    collect_t c = {malloc(bytes), r->n_vocab};
+    float *rows = malloc(bytes);
     int ok = 1;
     for (int rep = 0; rep < reps && ok; rep++) {
         int32_t ids[N_GEN + 1];
-        memset(c.rows, 0xff, bytes); /* NaN: a row never written cannot match */
-        bt_status_t st =
-            bt_pipe_prefill(&p, tokens, N_PROMPT, 0, ubatch, mode, collect_rows, &c, &ids[0]);
+        bt_status_t st = run_once(&p, r, ubatch, mode, rows, ids);
         ck_assert_msg(st == BT_OK, "%s: prefill (ub %d, pipeline %d, %d ratios, run %d of %d): %s",
                       r->path, ubatch, mode, n_ratios, rep + 1, reps, bt_status_str(st));
-        for (int i = 0; i < N_GEN; i++)
-            ck_assert_int_eq(
-                bt_pipe_decode(&p, ids[i], N_PROMPT + i, collect_rows, &c, &ids[i + 1]), BT_OK);
-        if (p.last && !p.follower && memcmp(c.rows, r->rows, bytes) != 0) {
+        if (p.last && !p.follower && memcmp(rows, r->rows, bytes) != 0) {
             fprintf(stderr, "rank %d: logits differ (ub %d, pipeline %d, %d ratios, run %d of %d)\n",
                     rank, ubatch, mode, n_ratios, rep + 1, reps);
             ok = 0;
@@ -170,7 +182,7 @@ static int pipeline_matches_reps(const refmodel_t *r, int ubatch, bt_pipe_mode_t
             ok = 0;
         }
     }
-    free(c.rows);
+    free(rows);
     bt_pipe_free(&p);
     return ok;
 }
@@ -196,6 +208,14 @@ START_TEST(test_families)
 }
 END_TEST
 
+/* Model m of the tensor cases: -1 the tiny one, else family m; NULL for
+ * MLA, which splits by layers only (its refusal: tests/bad_input.sh). */
+static const refmodel_t *tp_model(int m)
+{
+    const refmodel_t *r = m < 0 ? &tiny : &family[m];
+    return strstr(r->path, "deepseek") != NULL ? NULL : r;
+}
+
 /* Tensor parallelism: with T tensor ranks per stage, for every T > 1 that
  * divides the rank count (T = size: -sm tensor; else S stages of T), every
  * family's logits and greedy ids are bitwise those of one process
@@ -210,9 +230,9 @@ START_TEST(test_tensor_parallel)
             continue;
         tensor_ranks = T;
         for (int m = -1; m < N_FAMILIES; m++) {
-            const refmodel_t *r = m < 0 ? &tiny : &family[m];
-            if (strstr(r->path, "deepseek") != NULL)
-                continue; /* MLA splits by layers only (its refusal: tests/bad_input.sh) */
+            const refmodel_t *r = tp_model(m);
+            if (r == NULL)
+                continue;
             for (size_t i = 0; i < sizeof ubs / sizeof ubs[0]; i++)
                 for (int mode = 0; mode <= 1; mode++)
                     ck_assert_msg(all_ok(pipeline_matches_reps(r, ubs[i], (bt_pipe_mode_t)mode,
@@ -225,9 +245,8 @@ START_TEST(test_tensor_parallel)
 }
 END_TEST
 
-/* One run of r's prompt and decode with --tp-comm allreduce: the logits
- * into rows on the rank that has them (*has_rows), the greedy ids into
- * ids on the rank that has them (*has_ids). */
+/* run_once with --tp-comm allreduce on a pipe of its own: *has_rows and
+ * *has_ids say whether this rank has the logits and the ids. */
 static void allreduce_run(const refmodel_t *r, int ubatch, bt_pipe_mode_t mode, float *rows,
                           int32_t *ids, int *has_rows, int *has_ids)
 {
@@ -235,13 +254,7 @@ static void allreduce_run(const refmodel_t *r, int ubatch, bt_pipe_mode_t mode, 
     bt_pipe_config_t cfg = config(r->path, ubatch, NULL, 0);
     cfg.tp_allreduce = 1;
     ck_assert_int_eq(bt_pipe_init(&p, MPI_COMM_WORLD, &cfg), BT_OK);
-    collect_t c = {rows, r->n_vocab};
-    memset(rows, 0xff, sizeof(float) * (size_t)(N_PROMPT + N_GEN) * r->n_vocab); /* NaN */
-    ck_assert_int_eq(bt_pipe_prefill(&p, tokens, N_PROMPT, 0, ubatch, mode, collect_rows, &c, &ids[0]),
-                     BT_OK);
-    for (int i = 0; i < N_GEN; i++)
-        ck_assert_int_eq(bt_pipe_decode(&p, ids[i], N_PROMPT + i, collect_rows, &c, &ids[i + 1]),
-                         BT_OK);
+    ck_assert_int_eq(run_once(&p, r, ubatch, mode, rows, ids), BT_OK);
     *has_rows = p.last && !p.follower;
     *has_ids = p.first && !p.follower;
     bt_pipe_free(&p);
@@ -261,9 +274,9 @@ START_TEST(test_tensor_allreduce)
             continue;
         tensor_ranks = T;
         for (int m = -1; m < N_FAMILIES; m++) {
-            const refmodel_t *r = m < 0 ? &tiny : &family[m];
-            if (strstr(r->path, "deepseek") != NULL)
-                continue; /* MLA splits by layers only */
+            const refmodel_t *r = tp_model(m);
+            if (r == NULL)
+                continue;
             const size_t n = (size_t)(N_PROMPT + N_GEN) * r->n_vocab;
             const double tol = strstr(r->path, "gemma3") != NULL ? 1e-2 : 1e-4;
             float *base = malloc(n * sizeof(float)), *again = malloc(n * sizeof(float));
