@@ -31,7 +31,7 @@ typedef void (*bt_progress_fn)(void *arg);
 /* Tensor parallelism (the model's bt_share_t, size > 1): the collectives a
  * layer needs between the ranks of its stage, installed by the stage
  * (forward knows no MPI). at[0 .. size] are the ranks' ranges in units of
- * `unit` floats. Both return BT_OK or the status of a failed collective. */
+ * `unit` floats. Each returns BT_OK or the status of a failed collective. */
 typedef struct bt_gather {
     /* Row by row: out[t] = the ranks' blocks of row t side by side, rank
      * r's (at[r+1] - at[r]) * unit floats from its mine[t] at column

@@ -1116,14 +1116,17 @@ static bt_status_t shard_columns(bt_model_t *m, const bt_share_t *share)
     return BT_OK;
 }
 
-/* Frees column share p (NULL: all of them). */
-static void free_slices(bt_model_t *m, const void *p)
+/* Frees column share p (NULL: all of them); whether p was one. */
+static bool free_slices(bt_model_t *m, const void *p)
 {
+    bool found = false;
     for (int i = 0; i < m->n_slices; i++)
         if (m->slices[i] != NULL && (p == NULL || m->slices[i] == p)) {
             free(m->slices[i]);
             m->slices[i] = NULL;
+            found = true;
         }
+    return found;
 }
 
 bt_status_t bt_model_shard(bt_model_t *m, const bt_share_t *share)
@@ -1394,14 +1397,10 @@ bt_status_t bt_model_pack(bt_model_t *m)
         page_range(w->data, w->row_bytes * (size_t)w->n_out * (size_t)n_mat, &lo, &len);
         if (drop && len > 0) /* mapped: the file's pages are not needed now */
             madvise(lo, len, MADV_DONTNEED);
-        for (int s = 0; s < m->n_slices; s++)
-            if (m->slices[s] != NULL && m->slices[s] == w->data) {
-                /* a column share's copy goes too: the cpu set reads only the
-                 * packed layout, and a read of data would fault, not find
-                 * stale bytes */
-                free_slices(m, w->data);
-                w->data = NULL;
-            }
+        /* a column share's copy goes too: the cpu set reads only the packed
+         * layout, and a read of data would fault, not find stale bytes */
+        if (w->data != NULL && free_slices(m, w->data))
+            w->data = NULL;
     }
     return st;
 }
@@ -1493,8 +1492,7 @@ void bt_model_free(bt_model_t *m)
         return;
     free(m->packed_copy);
     free(m->weights_copy);
-    if (m->slices != NULL)
-        free_slices(m, NULL);
+    free_slices(m, NULL);
     free(m->slices);
     free(m->layers);
     bt_gguf_close(m->gguf);

@@ -199,7 +199,7 @@ static void log_shares(const bt_pipe_t *p, const bt_share_t *s)
                 {"experts", s->expert}, {"vocabulary", s->vocab}};
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
         const int *at = dims[d].at;
-        if (at[s->size] == 0)
+        if (at[s->size] == 0 || (s->sum && at == s->embd)) /* sum: no rank holds features */
             continue;
         char list[256] = "";
         size_t used = 0;

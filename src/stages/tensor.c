@@ -78,7 +78,10 @@ static bt_status_t sum_ranks(void *ctx, float *out, const float *mine, int n)
     bt_tensor_t *t = ctx;
     const double tr0 = bt_trace_now(t->trace);
     const int T = t->size;
-    int lo = 0, len = n; /* the piece this rank adds */
+    /* the piece this rank adds, [lo, lo + len), and the floats it receives:
+     * in staging, rank r's copy of the piece at r * len */
+    int lo = 0, len = n;
+    size_t received = (size_t)n;
     if (T == 2) {
         BT_MPI_CHECK(MPI_Allgather(mine, n, MPI_FLOAT, t->staging, n, MPI_FLOAT, t->comm));
     } else {
@@ -87,35 +90,36 @@ static bt_status_t sum_ranks(void *ctx, float *out, const float *mine, int n)
             t->counts[r] = (int)((int64_t)n * (r + 1) / T) - t->displs[r];
         }
         lo = t->displs[t->rank], len = t->counts[t->rank];
-        for (int r = 0; r < T; r++) { /* receive: every rank's piece `rank`, rank by rank */
+        for (int r = 0; r < T; r++) {
             t->rcounts[r] = len;
             t->rdispls[r] = r * len;
         }
         BT_MPI_CHECK(MPI_Alltoallv(mine, t->counts, t->displs, MPI_FLOAT, t->staging, t->rcounts,
                                    t->rdispls, MPI_FLOAT, t->comm));
+        received = 2 * ((size_t)n - (size_t)len);
     }
-    const size_t stride = T == 2 ? (size_t)n : (size_t)len; /* rank r's floats at r * stride */
-    const float *from = t->staging + (T == 2 ? (size_t)lo : 0);
     for (int i = 0; i < len; i++) {
-        float v = from[i];
+        float v = t->staging[i];
         for (int r = 1; r < T; r++)
-            v += from[(size_t)r * stride + i];
+            v += t->staging[(size_t)r * (size_t)len + i];
         out[lo + i] = v;
     }
     if (T > 2)
         BT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, t->counts, t->displs,
                                     MPI_FLOAT, t->comm));
-    count(t, tr0, T == 2 ? (size_t)n : 2 * ((size_t)n - (size_t)len));
+    count(t, tr0, received);
     return BT_OK;
 }
 
 /* ---- setup ---- */
 
 /* Floats of a gather's staging: the widest gathered row (the heads'
- * outputs, n_embd features or n_ff hidden units) for max_tok rows. */
+ * outputs, n_embd features or n_ff hidden units) for max_tok rows; for a
+ * sum (sum_ranks), every rank's n_embd partial sums (two ranks) or their
+ * pieces of this rank's share. */
 static size_t staging_floats(const bt_hparams_t *hp, int tp, bool sum, int max_tok)
 {
-    if (sum) /* every rank's n_embd partial sums (two ranks), or pieces of them */
+    if (sum)
         return (size_t)max_tok * (size_t)hp->n_embd * (tp == 2 ? 2 : 1) + (size_t)tp;
     size_t widest = (size_t)hp->n_head * hp->head_dim;
     widest = (size_t)hp->n_embd > widest ? (size_t)hp->n_embd : widest;
