@@ -732,6 +732,68 @@ START_TEST(test_matmul_batch_invariance)
 }
 END_TEST
 
+/* bt_matmul_many gives each product the bits of its rows in a product of
+ * NT tokens alone on one thread, for 1 to 3 threads: the products of one-token rows of grouped
+ * F16/BF16 panels or on the 8-bit path share one region; a batch with a
+ * product of several tokens or without packed panels runs one product
+ * after another. The shapes: 9 panels (a group and one alone), 12 (a
+ * group and 4 alone, the last partial), 24 (3 groups, the last one's last
+ * panel partial); 288 KiB and more, so the team takes them however few
+ * their multiply-adds. */
+START_TEST(test_matmul_many)
+{
+    enum { NJ = 3, NT = 3 };
+    static const int64_t shape[NJ][2] = {{1024, 144}, {1024, 190}, {96, 376}};
+    const uint32_t type = mm_types[_i];
+    rng_t r = rng_make(900 + type);
+    wmat_t w[NJ];
+    void *packed[NJ];
+    float *x[NJ], *want[NJ], *got[NJ];
+    for (int j = 0; j < NJ; j++) {
+        w[j] = wmat_make(type, shape[j][0], shape[j][1], 0, &r);
+        packed[j] = tu_pack(&w[j].m);
+        x[j] = xmalloc((size_t)(NT * shape[j][0]) * sizeof(float));
+        fill(x[j], (size_t)(NT * shape[j][0]), &r, -2.0f, 2.0f);
+        want[j] = xmalloc((size_t)(NT * shape[j][1]) * sizeof(float));
+        got[j] = xmalloc((size_t)(NT * shape[j][1]) * sizeof(float));
+    }
+    memcpy(x[1], x[0], (size_t)shape[0][0] * sizeof(float)); /* q, k, v: one input */
+    bt_scratch_t s1 = scratch_make(1024, 1, 1);
+    for (int pack = 0; pack <= 1; pack++)
+        for (int n_tok_last = 1; n_tok_last <= NT; n_tok_last += NT - 1) {
+            bt_matmul_job_t jobs[NJ];
+            for (int j = 0; j < NJ; j++) {
+                w[j].m.packed = pack ? packed[j] : NULL;
+                const int nt = j == NJ - 1 ? n_tok_last : 1;
+                jobs[j] = (bt_matmul_job_t){got[j], w[j].m, x[j], nt};
+                /* the rows of an NT-token product: another path, the same bits */
+                bt_ops_cpu.matmul(want[j], &w[j].m, x[j], NT, &s1);
+            }
+            for (int nth = 1; nth <= 3; nth++) {
+                bt_scratch_t s = scratch_make(1024, 1, nth);
+                for (int j = 0; j < NJ; j++)
+                    memset(got[j], 0xff, (size_t)(NT * shape[j][1]) * sizeof(float));
+                bt_matmul_many(&bt_ops_cpu, jobs, NJ, &s);
+                for (int j = 0; j < NJ; j++)
+                    CHECK_MSG(memcmp(got[j], want[j],
+                                     (size_t)(jobs[j].n_tok * shape[j][1]) * sizeof(float)) == 0,
+                              "%s%s: product %d of a batch (last of %d tokens) on %d threads "
+                              "differs from it alone",
+                              bt_type_info(type)->name, pack ? " packed" : "", j, n_tok_last, nth);
+                free(s.buf);
+            }
+        }
+    free(s1.buf);
+    for (int j = 0; j < NJ; j++) {
+        free(packed[j]);
+        free(x[j]);
+        free(want[j]);
+        free(got[j]);
+        wmat_free(&w[j]);
+    }
+}
+END_TEST
+
 /* Calls ops->attention with keys given as rows [n_ctx][n_kv * hd], as the
  * oracle reads them: transposes them into the kernel's [n_kv * hd][n_ctx],
  * in f32 or, for kv_type BT_TYPE_F16, converted to f16 (exact for values
@@ -2095,6 +2157,7 @@ static Suite *kernels_suite(void)
     tc = tcase_create("invariance");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_matmul_batch_invariance, 0, n_types);
+    tcase_add_loop_test(tc, test_matmul_many, 0, n_types);
     tcase_add_loop_test(tc, test_attention_batch_invariance, 0, 4);
     tcase_add_loop_test(tc, test_attention_window_invariance, 0, 12);
     tcase_add_loop_test(tc, test_attention_key_blocks_invariance, 0, 8);

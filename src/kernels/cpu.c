@@ -1176,16 +1176,23 @@ static float peak_sum(const float *restrict p, size_t n)
     return s;
 }
 
-/* The batch in one region where every product takes the 8-bit path;
- * otherwise one product after another. */
+/* The batch in one region where every product takes the 8-bit path, or
+ * every product is one token on grouped float panels; otherwise one
+ * product after another. */
 static void cpu_matmul_many(const bt_matmul_job_t *jobs, int n_jobs, const bt_scratch_t *s)
 {
 #if BT_SIMD16
-    bool q8 = true;
-    for (int i = 0; i < n_jobs && q8; i++)
-        q8 = bt_cpu_q8_supports(jobs[i].w.type, jobs[i].w.n_in);
+    bool q8 = true, grouped = true;
+    for (int i = 0; i < n_jobs; i++) {
+        q8 = q8 && bt_cpu_q8_supports(jobs[i].w.type, jobs[i].w.n_in);
+        grouped = grouped && bt_cpu_fpanel_grouped(&jobs[i].w, jobs[i].n_tok);
+    }
     if (q8) {
         bt_cpu_matmul_q8_many(jobs, n_jobs, s);
+        return;
+    }
+    if (grouped) {
+        bt_cpu_matmul_fpanel_many(jobs, n_jobs, s);
         return;
     }
 #endif

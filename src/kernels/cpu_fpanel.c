@@ -316,8 +316,8 @@ typedef struct {
 static const fpanel_kernels_t fpanel_kernels[3] = {
     FPANEL_KERNELS(f32), FPANEL_KERNELS(f16), FPANEL_KERNELS(bf16)};
 
-/* Threads take contiguous shares of the work units: groups of panels for
- * one token (GEMV_WIDE, a packed group: one stream; or 2), pairs of panels
+/* Threads take contiguous shares of the work units: GEMV_WIDE panels
+ * alone for one token, or 2 (grouped panels: gemv_share), pairs of panels
  * for more with AVX-512 (two weight streams and 2 x GEMM_TOKENS chains in
  * flight: a small batch of decode rows reads each panel from memory once
  * and keeps both FMA ports busy), single panels with AVX2. A unit never
@@ -345,13 +345,10 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
 #else
     const int pair = 1;
 #endif
-    /* one token: GEMV_WIDE panels, a whole group's one stream, wherever
-     * there is a group (pairs inside a group would each read one line of
-     * its rows of vectors: two threads on smollm2's 576 -> 192, 12 panels,
-     * read 15-19 GB/s so, against 22-25 with whole units); panels alone as
-     * GEMV_WIDE_MAX and GEMV_FEW say */
-    const bool wide = nth == 1 || in_group(0, n_panels, vb) ||
-                      ((size_t)n_in * vb <= GEMV_WIDE_MAX && n_panels >= GEMV_FEW * nth);
+    /* one token (panels alone: grouped ones go to gemv_share): GEMV_WIDE
+     * panels, or pairs, as GEMV_WIDE_MAX and GEMV_FEW say */
+    const bool wide =
+        nth == 1 || ((size_t)n_in * vb <= GEMV_WIDE_MAX && n_panels >= GEMV_FEW * nth);
     const int per_unit = !packed ? 1 : n_tok > 1 ? pair : wide ? GEMV_WIDE : 2;
     const int64_t n_units = (n_panels + per_unit - 1) / per_unit;
     /* one token, or a pair of panels for a few: the unit's stream
@@ -430,9 +427,93 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
     }
 }
 
+/* Whether a one-token product of W reads grouped panels (packed F16/BF16
+ * with a whole group): gemv_share's products. */
+bool bt_cpu_fpanel_grouped(const bt_matrix_t *w, int n_tok)
+{
+    return n_tok == 1 && w->packed != NULL && bt_cpu_fpanel_supports(w->type) &&
+           in_group(0, (w->n_out + 15) / 16, 16 * elem_bytes(elem_type(w->type)));
+}
+
+/* One token, grouped panels: the np panels of W from panel p, a whole
+ * group (one stream) or a panel alone (past the last group). */
+static void gemv_unit(float *restrict out, const bt_matrix_t *w, const float *restrict x,
+                      int64_t p, int np, bool ahead)
+{
+    const int et = elem_type(w->type);
+    const size_t vb = 16 * elem_bytes(et);
+    const int64_t n_in = w->n_in, n_out = w->n_out, n_panels = (n_out + 15) / 16;
+    const fpanel_kernels_t *k = &fpanel_kernels[et];
+    const int nr = n_out - 16 * p < 16 * np ? (int)(n_out - 16 * p) : 16 * np;
+    const fp_unit_t u = {(const uint8_t *)w->packed + panel_at(p, n_panels, n_in, vb), vb,
+                         panel_kstride(p, n_panels, vb), NULL, 0};
+    if (nr == 16 * GEMV_WIDE) {
+        (ahead ? k->gemv_wide_ahead : k->gemv_wide)(out + 16 * p, (size_t)n_out, nr, &u, x,
+                                                    n_in);
+        return;
+    }
+    for (int i = 0; 16 * i < nr; i++) { /* a panel alone, or a last group of short rows */
+        fp_unit_t ui = u;
+        ui.pw = u.pw + (size_t)i * u.pstride;
+        k->gemm[0](out + 16 * (p + i), (size_t)n_out, nr - 16 * i, &ui, x, n_in);
+    }
+}
+
+/* Thread me of nth takes the units (gemv_unit) whose bytes are centred in
+ * its share [me, me + 1) / nth of all the jobs' (each
+ * bt_cpu_fpanel_grouped). A group is never split: two threads that read
+ * parts of one group read all of it between them twice (smollm2's 576 ->
+ * 192 on two threads, 6 + 6 of its 12 panels: 10-24 GB/s, against 27-31
+ * for 8 + 4). The units of several products share out more evenly than
+ * each product's alone (q, k and v of smollm2: 32 + 28 panels, where one
+ * product after another kept the slower thread on 20 + 8 + 8), and in one
+ * fork and join. */
+static void gemv_share(const bt_matmul_job_t *jobs, int n_jobs, double total, int me, int nth)
+{
+    const double lo = total * me / nth, hi = total * (me + 1) / nth;
+    const bool ahead = bt_weight_prefetch();
+    double at = 0.0; /* the cost before the unit */
+    for (int i = 0; i < n_jobs && at < hi; i++) {
+        const bt_matmul_job_t *j = &jobs[i];
+        const int64_t n_panels = (j->w.n_out + 15) / 16;
+        const size_t vb = 16 * elem_bytes(elem_type(j->w.type));
+        for (int64_t p = 0; p < n_panels && at < hi;) {
+            const int np = in_group(p, n_panels, vb) ? GEMV_WIDE : 1;
+            const double c = (double)np * (double)j->w.n_in, mid = at + c / 2;
+            if (mid >= lo && (mid < hi || me == nth - 1))
+                gemv_unit(j->out, &j->w, j->x, p, np, ahead);
+            at += c;
+            p += np;
+        }
+    }
+}
+
+void bt_cpu_matmul_fpanel_many(const bt_matmul_job_t *jobs, int n_jobs, const bt_scratch_t *s)
+{
+    double total = 0.0, work = 0.0, bytes = 0.0;
+    for (int i = 0; i < n_jobs; i++) {
+        const bt_matrix_t *w = &jobs[i].w;
+        total += (double)((w->n_out + 15) / 16) * (double)w->n_in;
+        work += (double)w->n_in * (double)w->n_out;
+        bytes += (double)w->row_bytes * (double)w->n_out;
+    }
+    const int team = bt_team_size(s, work, bytes);
+    if (team == 1) {
+        gemv_share(jobs, n_jobs, total, 0, 1);
+        return;
+    }
+#pragma omp parallel num_threads(team)
+    gemv_share(jobs, n_jobs, total, omp_get_thread_num(), omp_get_num_threads());
+}
+
 void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                           int n_tok, const bt_scratch_t *s)
 {
+    if (bt_cpu_fpanel_grouped(w, n_tok)) {
+        const bt_matmul_job_t job = {out, *w, x, n_tok};
+        bt_cpu_matmul_fpanel_many(&job, 1, s);
+        return;
+    }
     /* one row streams the weights, shared out where they make two units
      * of 2 panels for each of two threads */
     const bool stream = n_tok == 1 && w->n_out >= 2 * 2 * 2 * 16;

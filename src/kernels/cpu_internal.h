@@ -58,5 +58,10 @@ size_t bt_cpu_fpanel_bytes(uint32_t type, int64_t n_in, int64_t n_out);
 void bt_cpu_fpanel_pack(uint8_t *restrict dst, const bt_matrix_t *w);
 void bt_cpu_matmul_fpanel(float *restrict out, const bt_matrix_t *w, const float *restrict x,
                           int n_tok, const bt_scratch_t *s);
+/* Whether a one-token product of W reads F16/BF16 panels in groups; such
+ * products, each with bt_cpu_matmul_fpanel's bits, in one parallel region
+ * where the threads share out all of their panels by bytes. */
+bool bt_cpu_fpanel_grouped(const bt_matrix_t *w, int n_tok);
+void bt_cpu_matmul_fpanel_many(const bt_matmul_job_t *jobs, int n_jobs, const bt_scratch_t *s);
 
 #endif /* BT_CPU_INTERNAL_H */

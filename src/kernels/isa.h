@@ -39,6 +39,8 @@
 #define bt_cpu_fpanel_bytes BT_ISA(bt_cpu_fpanel_bytes)
 #define bt_cpu_fpanel_pack BT_ISA(bt_cpu_fpanel_pack)
 #define bt_cpu_matmul_fpanel BT_ISA(bt_cpu_matmul_fpanel)
+#define bt_cpu_fpanel_grouped BT_ISA(bt_cpu_fpanel_grouped)
+#define bt_cpu_matmul_fpanel_many BT_ISA(bt_cpu_matmul_fpanel_many)
 #define bt_dequant_simd_fn BT_ISA(bt_dequant_simd_fn)
 #endif
 
