@@ -733,10 +733,10 @@ START_TEST(test_matmul_batch_invariance)
 END_TEST
 
 /* bt_matmul_many gives each product the bits of its rows in a product of
- * NT tokens alone on one thread, for 1 to 3 threads: the products of one-token rows of grouped
- * F16/BF16 panels or on the 8-bit path share one region; a batch with a
- * product of several tokens or without packed panels runs one product
- * after another. The shapes: 9 panels (a group and one alone), 12 (a
+ * NT tokens alone on one thread, for 1 to 3 threads: one-token products of
+ * grouped F16/BF16 panels, or on the 8-bit path, share one region; a
+ * batch with a product of several tokens or without packed panels runs
+ * one product after another. The shapes: 9 panels (a group and one alone), 12 (a
  * group and 4 alone, the last partial), 24 (3 groups, the last one's last
  * panel partial); 288 KiB and more, so the team takes them however few
  * their multiply-adds. */
