@@ -660,7 +660,8 @@ static void print_report(const kb_run_t *r, const bt_synth_shape_t *shapes, int 
                "measured just before and after it (the larger; passes of %zu MiB, each the next of %zu "
                "windows of a cold buffer). "
                "The matmul runs products under 2^18 multiply-adds on one thread, except "
-               "one-token F32/F16/BF16 products of 128 KiB and 128 rows or more. Shapes: ",
+               "one-token F32/F16/BF16 products of 128 KiB and 128 rows (F16/BF16: 113) or more. "
+               "Shapes: ",
             r->now_win * sizeof(float) >> 20, r->now_n / r->now_win);
     for (int i = 0; i < n_shapes; i++)
         fprintf(f, "%s%s", i ? ", " : "", shapes[i].name);
