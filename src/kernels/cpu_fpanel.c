@@ -316,6 +316,29 @@ typedef struct {
 static const fpanel_kernels_t fpanel_kernels[3] = {
     FPANEL_KERNELS(f32), FPANEL_KERNELS(f16), FPANEL_KERNELS(bf16)};
 
+/* The one-token kernel of P panels (GEMV_WIDE or 2), prefetching its
+ * own vectors ahead or not. */
+static fpanel_fn gemv_kernel(const fpanel_kernels_t *k, int P, bool ahead)
+{
+    return ahead ? (P == 2 ? k->gemv2_ahead : k->gemv_wide_ahead)
+                 : (P == 2 ? k->gemv2 : k->gemv_wide);
+}
+
+/* A unit's first np panels (those of its nr rows) one at a time for T
+ * tokens: a unit of short rows, or one no kernel takes whole. The first
+ * panel keeps the unit's prefetch of the next. */
+static void panel_by_panel(const fpanel_kernels_t *k, float *restrict o, size_t ldo, int nr,
+                           int np, const fp_unit_t *u, const float *restrict x, int64_t n_in,
+                           int T)
+{
+    for (int p = 0; p < np && 16 * p < nr; p++) {
+        fp_unit_t up = *u;
+        up.pw = u->pw + (size_t)p * u->pstride;
+        up.pf = p == 0 ? u->pf : NULL;
+        k->gemm[T - 1](o + 16 * p, ldo, nr - 16 * p, &up, x, n_in);
+    }
+}
+
 /* Threads take contiguous shares of the work units: GEMV_WIDE panels
  * alone for one token, or 2 (grouped panels: gemv_share), pairs of panels
  * for more with AVX-512 (two weight streams and 2 x GEMM_TOKENS chains in
@@ -398,9 +421,7 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
                 un = (fp_unit_t){own, own_stride, 16 * sizeof(float), NULL, 0};
             }
             if (n_tok == 1 && per_unit > 1 && nr == 16 * per_unit) {
-                const fpanel_fn f = ahead ? (per_unit == 2 ? k->gemv2_ahead : k->gemv_wide_ahead)
-                                          : (per_unit == 2 ? k->gemv2 : k->gemv_wide);
-                f(out + r0, (size_t)n_out, nr, &un, x, n_in);
+                gemv_kernel(k, per_unit, ahead)(out + r0, (size_t)n_out, nr, &un, x, n_in);
                 continue;
             }
             for (int t = 0; t < n_tok; t += GEMM_TOKENS) {
@@ -416,12 +437,7 @@ static void fpanel_share(float *restrict out, const bt_matrix_t *w, const float 
                     continue;
                 }
 #endif
-                for (int p = 0; p < per_unit && 16 * p < nr; p++) {
-                    fp_unit_t up = ut;
-                    up.pw = ut.pw + (size_t)p * ut.pstride;
-                    up.pf = p == 0 ? ut.pf : NULL;
-                    k->gemm[tt - 1](o + 16 * p, (size_t)n_out, nr - 16 * p, &up, xt, n_in);
-                }
+                panel_by_panel(k, o, (size_t)n_out, nr, per_unit, &ut, xt, n_in, tt);
             }
         }
     }
@@ -447,16 +463,10 @@ static void gemv_unit(float *restrict out, const bt_matrix_t *w, const float *re
     const int nr = n_out - 16 * p < 16 * np ? (int)(n_out - 16 * p) : 16 * np;
     const fp_unit_t u = {(const uint8_t *)w->packed + panel_at(p, n_panels, n_in, vb), vb,
                          panel_kstride(p, n_panels, vb), NULL, 0};
-    if (nr == 16 * GEMV_WIDE) {
-        (ahead ? k->gemv_wide_ahead : k->gemv_wide)(out + 16 * p, (size_t)n_out, nr, &u, x,
-                                                    n_in);
-        return;
-    }
-    for (int i = 0; 16 * i < nr; i++) { /* a panel alone, or a last group of short rows */
-        fp_unit_t ui = u;
-        ui.pw = u.pw + (size_t)i * u.pstride;
-        k->gemm[0](out + 16 * (p + i), (size_t)n_out, nr - 16 * i, &ui, x, n_in);
-    }
+    if (nr == 16 * GEMV_WIDE) /* a whole group; else a panel alone, or a group of short rows */
+        gemv_kernel(k, GEMV_WIDE, ahead)(out + 16 * p, (size_t)n_out, nr, &u, x, n_in);
+    else
+        panel_by_panel(k, out + 16 * p, (size_t)n_out, nr, np, &u, x, n_in, 1);
 }
 
 /* Thread me of nth takes the units (gemv_unit) whose bytes are centred in
